@@ -1,0 +1,32 @@
+//! # hookfleet-core
+//!
+//! Everything the binaries share; they are thin wiring around it.
+//!
+//! # Layout
+//! - [`model`]: webhooks, delivery rows, attempts, statuses.
+//! - [`validate`]: what a webhook definition must satisfy before it is stored.
+//! - [`render`]: Jinja conditions, body templates, dynamic URLs, field
+//!   selections: a document in, the frozen request out.
+//! - [`schedule`]: the retry schedule, the one place that knows retry delays.
+//! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
+//! - [`deliver`]: one attempt on the wire (sign, send, judge).
+//! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
+//! - [`store`]: Postgres through diesel: the record of every delivery.
+//! - [`queue`]: Redis: jobs, in-flight keys, dead letters.
+//! - [`config`]: settings shared by every binary (flags with env fallbacks).
+//! - [`error`]: the error types callers match on.
+
+pub mod config;
+pub mod deliver;
+pub mod error;
+pub mod model;
+pub mod queue;
+pub mod render;
+pub mod schedule;
+pub mod schema;
+pub mod sign;
+pub mod ssrf;
+pub mod store;
+pub mod validate;
+
+pub use error::{ConfigError, QueueError, RenderError, StoreError, ValidationError};

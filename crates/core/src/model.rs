@@ -1,0 +1,416 @@
+//! The domain: webhooks (subscriptions), delivery logs (one row per event per
+//! webhook) and attempts, with the statuses and enums they use.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::schema::{webhook_delivery_attempts, webhook_request_logs, webhooks};
+use crate::sign::{Secret, SigningKeys};
+
+/// Where a delivery stands. "next_retry is set ⇔ Queued or Failed" holds on
+/// every row (a CHECK constraint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeliveryStatus {
+    /// Recorded at emit; the first attempt is on a queue.
+    Queued,
+    /// The receiver answered 2xx.
+    Delivered,
+    /// A retry is scheduled (never "failed and forgotten").
+    Failed,
+    /// Terminal: no further attempt; the reason is on the row.
+    Exhausted,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 4] = [
+        DeliveryStatus::Queued,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Failed,
+        DeliveryStatus::Exhausted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Queued => "Queued",
+            DeliveryStatus::Delivered => "Delivered",
+            DeliveryStatus::Failed => "Failed",
+            DeliveryStatus::Exhausted => "Exhausted",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, DeliveryStatus::Delivered | DeliveryStatus::Exhausted)
+    }
+}
+
+impl fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeliveryStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeliveryStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown status {s:?} (expected Queued, Delivered, Failed or Exhausted)")
+            })
+    }
+}
+
+/// The HTTP methods a webhook may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Method {
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Get,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+            Method::Get => "GET",
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "POST" => Ok(Method::Post),
+            "PUT" => Ok(Method::Put),
+            "PATCH" => Ok(Method::Patch),
+            "DELETE" => Ok(Method::Delete),
+            "GET" => Ok(Method::Get),
+            _ => Err(format!(
+                "unknown request method {s:?} (expected POST, PUT, PATCH, DELETE or GET)"
+            )),
+        }
+    }
+}
+
+/// How the body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Structure {
+    /// `application/json`: a Jinja template, a field selection, or the whole document.
+    Json,
+    /// `application/x-www-form-urlencoded`: a field selection.
+    Form,
+}
+
+impl Structure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Structure::Json => "json",
+            Structure::Form => "form",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Structure::Json => "application/json",
+            Structure::Form => "application/x-www-form-urlencoded",
+        }
+    }
+}
+
+impl FromStr for Structure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "json" => Ok(Structure::Json),
+            "form" => Ok(Structure::Form),
+            _ => Err(format!(
+                "unknown request structure {s:?} (expected json or form)"
+            )),
+        }
+    }
+}
+
+/// One selected document field and the key it is sent under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldMapping {
+    pub field: String,
+    pub key: String,
+}
+
+/// A header sent with every request of a webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub key: String,
+    pub value: String,
+}
+
+/// Header values that look like credentials are shown as `[hidden]` in
+/// command output: an API key is as secret as the signing secret.
+pub fn display_header_value(key: &str, value: &str) -> String {
+    let k = key.to_ascii_lowercase();
+    let sensitive = [
+        "auth",
+        "key",
+        "token",
+        "secret",
+        "password",
+        "cookie",
+        "signature",
+    ];
+    if sensitive.iter().any(|s| k.contains(s)) {
+        "[hidden]".into()
+    } else {
+        value.to_string()
+    }
+}
+
+/// A webhook as stored.
+#[derive(Clone, Queryable, Selectable, Identifiable)]
+#[diesel(table_name = webhooks, check_for_backend(diesel::pg::Pg))]
+pub struct Webhook {
+    pub id: i64,
+    pub name: String,
+    pub entity_type: String,
+    pub event: String,
+    pub request_url: String,
+    pub dynamic_url: bool,
+    pub request_method: String,
+    pub request_structure: String,
+    pub body_template: Option<String>,
+    pub fields: serde_json::Value,
+    pub headers: serde_json::Value,
+    pub condition: Option<String>,
+    pub enabled: bool,
+    pub secret: Option<String>,
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    pub timeout_ms: i32,
+    pub queue: String,
+    pub max_retries: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("entity_type", &self.entity_type)
+            .field("event", &self.event)
+            .field("enabled", &self.enabled)
+            .field("signed", &self.secret.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Webhook {
+    pub fn field_mappings(&self) -> Vec<FieldMapping> {
+        serde_json::from_value(self.fields.clone()).unwrap_or_default()
+    }
+
+    pub fn header_list(&self) -> Vec<Header> {
+        serde_json::from_value(self.headers.clone()).unwrap_or_default()
+    }
+
+    pub fn method(&self) -> Method {
+        self.request_method.parse().unwrap_or(Method::Post)
+    }
+
+    pub fn structure(&self) -> Structure {
+        self.request_structure.parse().unwrap_or(Structure::Json)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1) as u64)
+    }
+
+    /// The secrets that sign now (the previous one only until it expires).
+    pub fn signing_keys(&self, now: DateTime<Utc>) -> SigningKeys {
+        let previous_active = self.previous_secret_expires_at.is_some_and(|t| t > now);
+        SigningKeys {
+            current: self.secret.clone().map(Secret::new),
+            previous: self
+                .previous_secret
+                .clone()
+                .filter(|_| previous_active)
+                .map(Secret::new),
+        }
+    }
+
+    /// The definition this row was built from, for `webhook update`.
+    pub fn to_spec(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: self.name.clone(),
+            entity_type: self.entity_type.clone(),
+            event: self.event.clone(),
+            request_url: self.request_url.clone(),
+            dynamic_url: self.dynamic_url,
+            method: self.method(),
+            structure: self.structure(),
+            body_template: self.body_template.clone(),
+            fields: self.field_mappings(),
+            headers: self.header_list(),
+            condition: self.condition.clone(),
+            enabled: self.enabled,
+            secret: self.secret.clone().map(Secret::new),
+            timeout: self.timeout(),
+            queue: self.queue.clone(),
+            max_retries: self.max_retries,
+        }
+    }
+}
+
+/// A webhook definition as typed by an operator, before it is validated and
+/// stored (see `validate`).
+#[derive(Debug, Clone)]
+pub struct WebhookSpec {
+    pub name: String,
+    pub entity_type: String,
+    pub event: String,
+    pub request_url: String,
+    pub dynamic_url: bool,
+    pub method: Method,
+    pub structure: Structure,
+    pub body_template: Option<String>,
+    pub fields: Vec<FieldMapping>,
+    pub headers: Vec<Header>,
+    pub condition: Option<String>,
+    pub enabled: bool,
+    pub secret: Option<Secret>,
+    pub timeout: Duration,
+    pub queue: String,
+    pub max_retries: i32,
+}
+
+/// Column values for inserting or updating a webhook.
+#[derive(Insertable, AsChangeset)]
+#[diesel(table_name = webhooks, treat_none_as_null = true)]
+pub struct WebhookRow {
+    pub name: String,
+    pub entity_type: String,
+    pub event: String,
+    pub request_url: String,
+    pub dynamic_url: bool,
+    pub request_method: String,
+    pub request_structure: String,
+    pub body_template: Option<String>,
+    pub fields: serde_json::Value,
+    pub headers: serde_json::Value,
+    pub condition: Option<String>,
+    pub enabled: bool,
+    pub secret: Option<String>,
+    pub timeout_ms: i32,
+    pub queue: String,
+    pub max_retries: i32,
+}
+
+impl From<&WebhookSpec> for WebhookRow {
+    fn from(s: &WebhookSpec) -> Self {
+        WebhookRow {
+            name: s.name.clone(),
+            entity_type: s.entity_type.clone(),
+            event: s.event.clone(),
+            request_url: s.request_url.clone(),
+            dynamic_url: s.dynamic_url,
+            request_method: s.method.as_str().into(),
+            request_structure: s.structure.as_str().into(),
+            body_template: s.body_template.clone(),
+            fields: serde_json::to_value(&s.fields).unwrap_or_default(),
+            headers: serde_json::to_value(&s.headers).unwrap_or_default(),
+            condition: s.condition.clone(),
+            enabled: s.enabled,
+            secret: s.secret.as_ref().map(|x| x.expose().to_string()),
+            timeout_ms: s.timeout.as_millis().min(i32::MAX as u128) as i32,
+            queue: s.queue.clone(),
+            max_retries: s.max_retries,
+        }
+    }
+}
+
+/// A delivery record as stored.
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable, Serialize)]
+#[diesel(table_name = webhook_request_logs, check_for_backend(diesel::pg::Pg))]
+pub struct DeliveryLog {
+    pub id: i64,
+    pub event_id: String,
+    pub webhook_id: Option<i64>,
+    pub webhook_name: String,
+    pub entity_type: String,
+    pub entity_name: String,
+    pub event: String,
+    pub url: String,
+    pub method: String,
+    pub headers: serde_json::Value,
+    pub body: String,
+    pub queue: String,
+    pub status: String,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub next_retry: Option<DateTime<Utc>>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub response_code: Option<i32>,
+    pub response_body: Option<String>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl DeliveryLog {
+    pub fn status(&self) -> DeliveryStatus {
+        self.status.parse().unwrap_or(DeliveryStatus::Exhausted)
+    }
+
+    pub fn header_list(&self) -> Vec<Header> {
+        serde_json::from_value(self.headers.clone()).unwrap_or_default()
+    }
+}
+
+/// A row to insert at emit time.
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = webhook_request_logs)]
+pub struct NewDelivery {
+    pub event_id: String,
+    pub webhook_id: Option<i64>,
+    pub webhook_name: String,
+    pub entity_type: String,
+    pub entity_name: String,
+    pub event: String,
+    pub url: String,
+    pub method: String,
+    pub headers: serde_json::Value,
+    pub body: String,
+    pub queue: String,
+    pub status: String,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub next_retry: Option<DateTime<Utc>>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[diesel(table_name = webhook_delivery_attempts, check_for_backend(diesel::pg::Pg))]
+pub struct DeliveryAttempt {
+    pub id: i64,
+    pub log_id: i64,
+    pub attempt: i32,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i32,
+    pub response_code: Option<i32>,
+    pub error: Option<String>,
+    pub worker: String,
+}

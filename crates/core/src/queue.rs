@@ -1,0 +1,367 @@
+//! Redis: queues of jobs that say "deliver row N", and the in-flight keys
+//! that keep a row from being enqueued twice.
+//!
+//! Keys (after the prefix, default `hookfleet:`):
+//! - `{Q}:jobs`: the list of queue Q. Producers and the sweeper LPUSH,
+//!   workers move from the right end, so jobs run oldest first.
+//! - `{Q}:processing:<worker>`: what a worker has taken and not acked yet;
+//!   the same `{Q}` hash tag keeps it in its queue's Redis Cluster slot.
+//! - `webhook_retry::<log id>`: the in-flight key. Whoever enqueues a row takes
+//!   it first (SET NX EX, in the same script as the LPUSH, so a crash can never
+//!   leave a key without its job); the worker deletes it once the attempt's
+//!   outcome is written; its TTL is the backstop for a lost job.
+//! - `dead`: the dead-letter list (jobs that cannot be parsed or name no row).
+//!
+//! Redis only carries work; Postgres holds the record. Losing every key here
+//! loses no event: the sweeper finds every pending row again.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use deadpool_redis::{Manager, Pool};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, AsyncConnectionConfig, Script};
+use serde::{Deserialize, Serialize};
+
+use crate::error::QueueError;
+
+/// The answer time allowed to an ordinary Redis command. Redis answers in
+/// microseconds; a second means it is gone, and the caller should back off
+/// rather than hang (PITFALLS 1: the crate's own default is 500 ms).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections in a process's pool: commands are pipelined over each, so a
+/// few carry thousands of deliveries per second.
+pub const POOL_SIZE: usize = 8;
+
+/// Rows per enqueue script call: bounded so one call never holds Redis for
+/// more than a millisecond or so.
+pub const ENQUEUE_CHUNK: usize = 500;
+
+/// A job on a queue. Versioned so a future format can live beside this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub v: u32,
+    pub log_id: i64,
+}
+
+impl Job {
+    pub fn new(log_id: i64) -> Self {
+        Job { v: 1, log_id }
+    }
+
+    pub fn encode(&self) -> String {
+        format!("{{\"v\":{},\"log_id\":{}}}", self.v, self.log_id)
+    }
+
+    /// Parses a job; the error says what is wrong with it.
+    pub fn decode(raw: &str) -> Result<Job, String> {
+        let job: Job = serde_json::from_str(raw).map_err(|e| format!("job does not parse: {e}"))?;
+        if job.v != 1 {
+            return Err(format!(
+                "job version {} is not supported (this worker reads version 1)",
+                job.v
+            ));
+        }
+        if job.log_id <= 0 {
+            return Err(format!(
+                "job names log id {}, which cannot exist",
+                job.log_id
+            ));
+        }
+        Ok(job)
+    }
+}
+
+/// Key names under one prefix.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Keys {
+            prefix: prefix.into(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn queue(&self, queue: &str) -> String {
+        format!("{}{{{}}}:jobs", self.prefix, queue)
+    }
+
+    pub fn processing(&self, queue: &str, worker: &str) -> String {
+        format!("{}{{{}}}:processing:{}", self.prefix, queue, worker)
+    }
+
+    pub fn in_flight(&self, log_id: i64) -> String {
+        format!("{}webhook_retry::{}", self.prefix, log_id)
+    }
+
+    pub fn dead(&self) -> String {
+        format!("{}dead", self.prefix)
+    }
+}
+
+/// Takes each row's in-flight key and pushes its job, as one step per row.
+/// KEYS: in-flight key and queue for each row, interleaved.
+/// ARGV: TTL seconds, owner, then one job per row. Returns 1 (enqueued) or 0
+/// (key held: already on its way) per row.
+const ENQUEUE_LUA: &str = r"
+local ttl = ARGV[1]
+local owner = ARGV[2]
+local out = {}
+for i = 1, #KEYS / 2 do
+  if redis.call('SET', KEYS[2 * i - 1], owner, 'NX', 'EX', ttl) then
+    redis.call('LPUSH', KEYS[2 * i], ARGV[i + 2])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+";
+
+/// Moves up to ARGV[1] jobs from a queue (KEYS[1]) to a processing list
+/// (KEYS[2]) without blocking, oldest first.
+const TAKE_LUA: &str = r"
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local job = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not job then break end
+  out[i] = job
+end
+return out
+";
+
+/// A row to put on a queue.
+#[derive(Debug, Clone)]
+pub struct Enqueue {
+    pub log_id: i64,
+    pub queue: String,
+}
+
+/// The Redis side of hookfleet.
+#[derive(Clone)]
+pub struct RedisQueue {
+    pool: Pool,
+    client: redis::Client,
+    keys: Keys,
+    enqueue: Script,
+    take: Script,
+}
+
+impl RedisQueue {
+    /// A pool whose connections answer within [`COMMAND_TIMEOUT`]. Connects
+    /// lazily: a process starts while Redis is down and says so on first use.
+    pub fn connect(url: &str, prefix: &str) -> Result<RedisQueue, QueueError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(COMMAND_TIMEOUT));
+        let manager = Manager::new_with_config(url, config)?;
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(COMMAND_TIMEOUT))
+            .create_timeout(Some(COMMAND_TIMEOUT))
+            .runtime(deadpool_redis::Runtime::Tokio1)
+            .build()
+            .map_err(|e| QueueError::Unavailable(e.to_string()))?;
+        Ok(RedisQueue {
+            pool,
+            client: redis::Client::open(url)?,
+            keys: Keys::new(prefix),
+            enqueue: Script::new(ENQUEUE_LUA),
+            take: Script::new(TAKE_LUA),
+        })
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    pub async fn conn(&self) -> Result<deadpool_redis::Connection, QueueError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// A connection of its own for blocking pops, whose answer may take up to
+    /// `block` (PITFALLS 1 and 2: never share it, and never assume a pop that
+    /// timed out on our side moved nothing).
+    pub async fn blocking_connection(
+        &self,
+        block: Duration,
+    ) -> Result<MultiplexedConnection, QueueError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(block + COMMAND_TIMEOUT));
+        Ok(self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?)
+    }
+
+    /// Takes each row's in-flight key (TTL `ttl`, value `owner`) and pushes its
+    /// job; a row whose key is held is skipped. Returns, per row, whether it
+    /// was enqueued.
+    pub async fn enqueue(
+        &self,
+        rows: &[Enqueue],
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Vec<bool>, QueueError> {
+        let mut out = Vec::with_capacity(rows.len());
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        let mut conn = self.conn().await?;
+        let ttl = ttl.as_secs().max(1);
+        for chunk in rows.chunks(ENQUEUE_CHUNK) {
+            let mut invocation = self.enqueue.prepare_invoke();
+            for row in chunk {
+                invocation
+                    .key(self.keys.in_flight(row.log_id))
+                    .key(self.keys.queue(&row.queue));
+            }
+            invocation.arg(ttl).arg(owner);
+            for row in chunk {
+                invocation.arg(Job::new(row.log_id).encode());
+            }
+            let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
+            out.extend(flags.into_iter().map(|f| f == 1));
+        }
+        Ok(out)
+    }
+
+    /// Moves up to `max` jobs from `queue` to `processing` without waiting.
+    pub async fn take(
+        &self,
+        queue: &str,
+        processing: &str,
+        max: usize,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut conn = self.conn().await?;
+        Ok(self
+            .take
+            .key(self.keys.queue(queue))
+            .key(processing)
+            .arg(max)
+            .invoke_async(&mut *conn)
+            .await?)
+    }
+
+    /// Waits up to `block` for one job on `queue`, moving it to `processing`,
+    /// on a dedicated connection.
+    pub async fn take_blocking(
+        conn: &mut MultiplexedConnection,
+        queue_key: &str,
+        processing: &str,
+        block: Duration,
+    ) -> Result<Option<String>, QueueError> {
+        Ok(redis::cmd("BLMOVE")
+            .arg(queue_key)
+            .arg(processing)
+            .arg("RIGHT")
+            .arg("LEFT")
+            .arg(block.as_secs_f64())
+            .query_async(conn)
+            .await?)
+    }
+
+    /// Acks jobs: removes each from its processing list and, where given,
+    /// releases the row's in-flight key. One round trip.
+    pub async fn ack(&self, items: &[(String, String, Option<i64>)]) -> Result<(), QueueError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (processing, job, release) in items {
+            pipe.lrem(processing, 1, job).ignore();
+            if let Some(id) = release {
+                pipe.del(self.keys.in_flight(*id)).ignore();
+            }
+        }
+        let mut conn = self.conn().await?;
+        pipe.query_async::<()>(&mut *conn).await?;
+        Ok(())
+    }
+
+    /// Moves a job from a processing list to the dead-letter list, with the
+    /// reason and who found it.
+    pub async fn dead_letter(
+        &self,
+        processing: &str,
+        job: &str,
+        reason: &str,
+        worker: &str,
+    ) -> Result<(), QueueError> {
+        let entry = serde_json::json!({
+            "job": job,
+            "reason": reason,
+            "worker": worker,
+            "at": Utc::now().to_rfc3339(),
+        })
+        .to_string();
+        let mut conn = self.conn().await?;
+        redis::pipe()
+            .lpush(self.keys.dead(), entry)
+            .ignore()
+            .lrem(processing, 1, job)
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Jobs waiting on `queue`.
+    pub async fn depth(&self, queue: &str) -> Result<i64, QueueError> {
+        let mut conn = self.conn().await?;
+        Ok(conn.llen(self.keys.queue(queue)).await?)
+    }
+
+    /// Entries in the dead-letter list, newest first.
+    pub async fn dead_letters(&self, limit: isize) -> Result<Vec<String>, QueueError> {
+        let mut conn = self.conn().await?;
+        Ok(conn.lrange(self.keys.dead(), 0, limit.max(1) - 1).await?)
+    }
+
+    /// Length of the dead-letter list.
+    pub async fn dead_count(&self) -> Result<i64, QueueError> {
+        let mut conn = self.conn().await?;
+        Ok(conn.llen(self.keys.dead()).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_round_trip_and_bad_ones_say_why() {
+        let j = Job::new(42);
+        assert_eq!(j.encode(), r#"{"v":1,"log_id":42}"#);
+        assert_eq!(Job::decode(&j.encode()).unwrap(), j);
+        assert!(Job::decode("not json")
+            .unwrap_err()
+            .contains("does not parse"));
+        assert!(Job::decode(r#"{"v":2,"log_id":1}"#)
+            .unwrap_err()
+            .contains("version 2"));
+        assert!(Job::decode(r#"{"v":1,"log_id":0}"#)
+            .unwrap_err()
+            .contains("cannot exist"));
+    }
+
+    #[test]
+    fn queue_keys_share_a_hash_tag_with_their_processing_lists() {
+        let k = Keys::new("hookfleet:");
+        assert_eq!(k.queue("default"), "hookfleet:{default}:jobs");
+        assert_eq!(
+            k.processing("default", "w1"),
+            "hookfleet:{default}:processing:w1"
+        );
+        assert_eq!(k.in_flight(7), "hookfleet:webhook_retry::7");
+    }
+}

@@ -1,0 +1,82 @@
+//! Diesel's view of the tables created by `migrations/`.
+
+diesel::table! {
+    webhooks (id) {
+        id -> Int8,
+        name -> Text,
+        entity_type -> Text,
+        event -> Text,
+        request_url -> Text,
+        dynamic_url -> Bool,
+        request_method -> Text,
+        request_structure -> Text,
+        body_template -> Nullable<Text>,
+        fields -> Jsonb,
+        headers -> Jsonb,
+        condition -> Nullable<Text>,
+        enabled -> Bool,
+        secret -> Nullable<Text>,
+        previous_secret -> Nullable<Text>,
+        previous_secret_expires_at -> Nullable<Timestamptz>,
+        timeout_ms -> Int4,
+        queue -> Text,
+        max_retries -> Int4,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_config_version (singleton) {
+        singleton -> Bool,
+        version -> Int8,
+    }
+}
+
+diesel::table! {
+    webhook_request_logs (id) {
+        id -> Int8,
+        event_id -> Text,
+        webhook_id -> Nullable<Int8>,
+        webhook_name -> Text,
+        entity_type -> Text,
+        entity_name -> Text,
+        event -> Text,
+        url -> Text,
+        method -> Text,
+        headers -> Jsonb,
+        body -> Text,
+        queue -> Text,
+        status -> Text,
+        attempts -> Int4,
+        max_attempts -> Int4,
+        next_retry -> Nullable<Timestamptz>,
+        lease_expires_at -> Nullable<Timestamptz>,
+        response_code -> Nullable<Int4>,
+        response_body -> Nullable<Text>,
+        error -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_delivery_attempts (id) {
+        id -> Int8,
+        log_id -> Int8,
+        attempt -> Int4,
+        started_at -> Timestamptz,
+        duration_ms -> Int4,
+        response_code -> Nullable<Int4>,
+        error -> Nullable<Text>,
+        worker -> Text,
+    }
+}
+
+diesel::joinable!(webhook_request_logs -> webhooks (webhook_id));
+diesel::joinable!(webhook_delivery_attempts -> webhook_request_logs (log_id));
+diesel::allow_tables_to_appear_in_same_query!(
+    webhooks,
+    webhook_request_logs,
+    webhook_delivery_attempts
+);

@@ -1,0 +1,567 @@
+//! Delivery rows through their life: recorded at emit, claimed for an attempt,
+//! given an outcome, found again by the sweeper, replayed by the operator.
+//!
+//! Every write that decides a row's fate is conditional on the row's state,
+//! so two workers, two sweepers or a late writer can never both act on it:
+//! - a claim takes only a non-terminal row that is due and not leased, counts
+//!   the attempt and sets a lease (the row's next_retry moves to the lease's
+//!   end, so a dead worker's row comes due again by itself);
+//! - an outcome is written only while the row still has the attempt count its
+//!   claim produced (a fencing token).
+//!
+//! The hot paths (claim, outcomes) take many rows per statement: one round
+//! trip per batch, not per delivery.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Double, Integer, Jsonb, Nullable, Text, Timestamptz};
+use diesel::PgConnection;
+use serde::Serialize;
+
+use crate::deliver::{Claim, Outcome};
+use crate::error::StoreError;
+use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
+use crate::schema::{webhook_delivery_attempts, webhook_request_logs};
+use crate::sign::{Secret, SigningKeys};
+
+/// Rows per INSERT at emit: 17 bind parameters per row stays far below
+/// Postgres's 65,535-parameter limit.
+pub const INSERT_CHUNK: usize = 1000;
+
+/// A row recorded at emit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    pub id: i64,
+    pub event_id: String,
+    pub webhook_name: String,
+    pub status: DeliveryStatus,
+    pub queue: String,
+    /// The (event, webhook) pair was already recorded: no new row was made.
+    pub duplicate: bool,
+}
+
+/// Records `rows`, at most one per (event id, webhook): an event recorded
+/// twice returns the existing row marked `duplicate`.
+pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recorded>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        let inserted: Vec<(i64, String, Option<i64>, String, String, String)> =
+            diesel::insert_into(webhook_request_logs::table)
+                .values(chunk)
+                .on_conflict((
+                    webhook_request_logs::event_id,
+                    webhook_request_logs::webhook_id,
+                ))
+                .do_nothing()
+                .returning((
+                    webhook_request_logs::id,
+                    webhook_request_logs::event_id,
+                    webhook_request_logs::webhook_id,
+                    webhook_request_logs::webhook_name,
+                    webhook_request_logs::status,
+                    webhook_request_logs::queue,
+                ))
+                .get_results(conn)?;
+        let fresh: HashSet<(String, Option<i64>)> = inserted
+            .iter()
+            .map(|(_, e, w, _, _, _)| (e.clone(), *w))
+            .collect();
+        out.extend(
+            inserted
+                .into_iter()
+                .map(|(id, event_id, _, webhook_name, status, queue)| Recorded {
+                    id,
+                    event_id,
+                    webhook_name,
+                    status: status.parse().unwrap_or(DeliveryStatus::Queued),
+                    queue,
+                    duplicate: false,
+                }),
+        );
+        for row in chunk
+            .iter()
+            .filter(|r| !fresh.contains(&(r.event_id.clone(), r.webhook_id)))
+        {
+            let existing: DeliveryLog = webhook_request_logs::table
+                .filter(webhook_request_logs::event_id.eq(&row.event_id))
+                .filter(webhook_request_logs::webhook_id.eq(row.webhook_id))
+                .select(DeliveryLog::as_select())
+                .first(conn)?;
+            out.push(Recorded {
+                id: existing.id,
+                status: existing.status(),
+                event_id: existing.event_id,
+                webhook_name: existing.webhook_name,
+                queue: existing.queue,
+                duplicate: true,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[derive(QueryableByName)]
+struct ClaimRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Integer)]
+    attempts: i32,
+    #[diesel(sql_type = Integer)]
+    max_attempts: i32,
+    #[diesel(sql_type = Text)]
+    event_id: String,
+    #[diesel(sql_type = Text)]
+    webhook_name: String,
+    #[diesel(sql_type = Text)]
+    url: String,
+    #[diesel(sql_type = Text)]
+    method: String,
+    #[diesel(sql_type = Jsonb)]
+    headers: serde_json::Value,
+    #[diesel(sql_type = Text)]
+    body: String,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Integer)]
+    timeout_ms: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    secret: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    previous_secret: Option<String>,
+}
+
+/// The claim. A row is claimable when it is not terminal, not leased, due
+/// (a Queued row that was never tried is always due), has attempts left, and
+/// its webhook still exists and is enabled. The lease lasts the webhook's
+/// timeout plus a margin; next_retry moves to the lease's end.
+const CLAIM_SQL: &str = "
+UPDATE webhook_request_logs l
+SET attempts = l.attempts + 1,
+    lease_expires_at = now() + make_interval(secs => w.timeout_ms / 1000.0 + $2),
+    next_retry = now() + make_interval(secs => w.timeout_ms / 1000.0 + $2),
+    updated_at = now()
+FROM webhooks w
+WHERE l.id = ANY($1)
+  AND w.id = l.webhook_id
+  AND w.enabled
+  AND l.status IN ('Queued', 'Failed')
+  AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
+  AND ((l.status = 'Queued' AND l.attempts = 0) OR l.next_retry <= now())
+  AND l.attempts < l.max_attempts
+RETURNING l.id, l.attempts, l.max_attempts, l.event_id, l.webhook_name, l.url, l.method,
+          l.headers, l.body, w.queue, w.timeout_ms, w.secret,
+          CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret";
+
+/// Rows that are due but may not be sent: the webhook is gone or disabled, or
+/// the attempts ran out (the last one interrupted before its outcome was
+/// written). They become Exhausted without a request.
+const EXHAUST_UNSENDABLE_SQL: &str = "
+UPDATE webhook_request_logs l
+SET status = 'Exhausted', next_retry = NULL, lease_expires_at = NULL, updated_at = now(),
+    error = CASE
+        WHEN s.webhook_exists IS NULL THEN 'webhook deleted since the event; not sent'
+        WHEN NOT s.webhook_enabled THEN 'webhook disabled since the event; not sent'
+        ELSE format('out of attempts: %s of %s made, the last interrupted before its outcome was recorded',
+                    l.attempts, l.max_attempts)
+    END
+FROM (SELECT l2.id, w.id AS webhook_exists, w.enabled AS webhook_enabled
+      FROM webhook_request_logs l2 LEFT JOIN webhooks w ON w.id = l2.webhook_id
+      WHERE l2.id = ANY($1)) s
+WHERE l.id = s.id
+  AND l.status IN ('Queued', 'Failed')
+  AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
+  AND ((l.status = 'Queued' AND l.attempts = 0) OR l.next_retry <= now())
+  AND (s.webhook_exists IS NULL OR NOT s.webhook_enabled OR l.attempts >= l.max_attempts)
+RETURNING l.id, l.error";
+
+#[derive(QueryableByName)]
+struct IdReason {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    error: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct IdOnly {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+/// What a claim of several rows found.
+#[derive(Debug, Default)]
+pub struct ClaimBatch {
+    /// Claimed for one attempt each: send them.
+    pub claimed: Vec<Claim>,
+    /// Made Exhausted without a request, with the reason.
+    pub exhausted: Vec<(i64, String)>,
+    /// Terminal, leased by another worker, or not due: a stale duplicate job.
+    pub stale: Vec<i64>,
+    /// No such row.
+    pub missing: Vec<i64>,
+}
+
+/// Claims the rows `ids` for one attempt each, in one statement (two or three
+/// more only for rows that cannot be claimed). `lease_margin` is added to each
+/// webhook's timeout.
+pub fn claim(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    lease_margin: Duration,
+) -> Result<ClaimBatch, StoreError> {
+    let mut batch = ClaimBatch::default();
+    if ids.is_empty() {
+        return Ok(batch);
+    }
+    let rows: Vec<ClaimRow> = diesel::sql_query(CLAIM_SQL)
+        .bind::<Array<BigInt>, _>(ids)
+        .bind::<Double, _>(lease_margin.as_secs_f64())
+        .load(conn)?;
+    let claimed: HashSet<i64> = rows.iter().map(|r| r.id).collect();
+    batch.claimed = rows
+        .into_iter()
+        .map(|r| Claim {
+            log_id: r.id,
+            attempt: r.attempts,
+            max_attempts: r.max_attempts,
+            event_id: r.event_id,
+            webhook_name: r.webhook_name,
+            url: r.url,
+            method: r.method,
+            headers: serde_json::from_value(r.headers).unwrap_or_default(),
+            body: r.body,
+            timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
+            keys: SigningKeys {
+                current: r.secret.map(Secret::new),
+                previous: r.previous_secret.map(Secret::new),
+            },
+            queue: r.queue,
+        })
+        .collect();
+
+    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claimed.contains(id)));
+    if rest.is_empty() {
+        return Ok(batch);
+    }
+    let exhausted: Vec<IdReason> = diesel::sql_query(EXHAUST_UNSENDABLE_SQL)
+        .bind::<Array<BigInt>, _>(&rest)
+        .load(conn)?;
+    let done: HashSet<i64> = exhausted.iter().map(|r| r.id).collect();
+    batch.exhausted = exhausted
+        .into_iter()
+        .map(|r| (r.id, r.error.unwrap_or_default()))
+        .collect();
+
+    let rest: Vec<i64> = rest.into_iter().filter(|id| !done.contains(id)).collect();
+    if rest.is_empty() {
+        return Ok(batch);
+    }
+    let existing: HashSet<i64> =
+        diesel::sql_query("SELECT id FROM webhook_request_logs WHERE id = ANY($1)")
+            .bind::<Array<BigInt>, _>(&rest)
+            .load::<IdOnly>(conn)?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+    for id in rest {
+        if existing.contains(&id) {
+            batch.stale.push(id);
+        } else {
+            batch.missing.push(id);
+        }
+    }
+    Ok(batch)
+}
+
+fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {
+    let mut seen = HashSet::new();
+    ids.filter(|id| seen.insert(*id)).collect()
+}
+
+/// Writes outcomes and their attempts in one statement. A row is updated only
+/// while it still carries the attempt count of the claim that produced the
+/// outcome; the attempt itself is always kept. Returns the ids updated.
+const RECORD_SQL: &str = "
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::int[], $6::text[],
+                         $7::text[], $8::timestamptz[], $9::int[])
+        AS t(id, attempt, status, retry_in, response_code, response_body, error, started_at, duration_ms)
+), updated AS (
+    UPDATE webhook_request_logs l
+    SET status = i.status,
+        next_retry = CASE WHEN i.status = 'Failed' THEN now() + make_interval(secs => i.retry_in) END,
+        lease_expires_at = NULL,
+        response_code = i.response_code,
+        response_body = i.response_body,
+        error = i.error,
+        updated_at = now()
+    FROM input i
+    WHERE l.id = i.id AND l.attempts = i.attempt AND l.status IN ('Queued', 'Failed')
+    RETURNING l.id
+), attempts AS (
+    INSERT INTO webhook_delivery_attempts (log_id, attempt, started_at, duration_ms, response_code, error, worker)
+    SELECT i.id, i.attempt, i.started_at, i.duration_ms, i.response_code, i.error, $10 FROM input i
+    ON CONFLICT (log_id, attempt) DO NOTHING
+)
+SELECT id FROM updated";
+
+/// Records `outcomes` (see [`RECORD_SQL`]); returns the ids whose row took it.
+pub fn record(
+    conn: &mut PgConnection,
+    outcomes: &[Outcome],
+    worker: &str,
+) -> Result<Vec<i64>, StoreError> {
+    if outcomes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.log_id).collect();
+    let attempts: Vec<i32> = outcomes.iter().map(|o| o.attempt).collect();
+    let statuses: Vec<&str> = outcomes.iter().map(|o| o.status.as_str()).collect();
+    let retry_in: Vec<Option<f64>> = outcomes
+        .iter()
+        .map(|o| o.retry_in.map(|d| d.as_secs_f64()))
+        .collect();
+    let codes: Vec<Option<i32>> = outcomes.iter().map(|o| o.response_code).collect();
+    let bodies: Vec<Option<&str>> = outcomes
+        .iter()
+        .map(|o| o.response_body.as_deref())
+        .collect();
+    let errors: Vec<Option<&str>> = outcomes.iter().map(|o| o.error.as_deref()).collect();
+    let started: Vec<DateTime<Utc>> = outcomes.iter().map(|o| o.started_at).collect();
+    let durations: Vec<i32> = outcomes.iter().map(|o| o.duration_ms).collect();
+    let rows: Vec<IdOnly> = diesel::sql_query(RECORD_SQL)
+        .bind::<Array<BigInt>, _>(ids)
+        .bind::<Array<Integer>, _>(attempts)
+        .bind::<Array<Text>, _>(statuses)
+        .bind::<Array<Nullable<Double>>, _>(retry_in)
+        .bind::<Array<Nullable<Integer>>, _>(codes)
+        .bind::<Array<Nullable<Text>>, _>(bodies)
+        .bind::<Array<Nullable<Text>>, _>(errors)
+        .bind::<Array<Timestamptz>, _>(started)
+        .bind::<Array<Integer>, _>(durations)
+        .bind::<Text, _>(worker)
+        .load(conn)?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// A row the sweeper should enqueue.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct DueRow {
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = Text)]
+    pub queue: String,
+    #[diesel(sql_type = Timestamptz)]
+    pub next_retry: DateTime<Utc>,
+}
+
+/// Rows whose next_retry has passed, oldest first, after the position
+/// `after` (keyset paging within one tick), at most `limit`. Walks the
+/// partial index on next_retry only.
+pub fn due(
+    conn: &mut PgConnection,
+    after: Option<(DateTime<Utc>, i64)>,
+    limit: i64,
+) -> Result<Vec<DueRow>, StoreError> {
+    let (after_time, after_id) = match after {
+        Some((t, id)) => (Some(t), id),
+        None => (None, 0),
+    };
+    Ok(diesel::sql_query(
+        "SELECT l.id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
+         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
+         WHERE l.next_retry <= now()
+           AND ($1::timestamptz IS NULL OR (l.next_retry, l.id) > ($1::timestamptz, $2))
+         ORDER BY l.next_retry, l.id
+         LIMIT $3",
+    )
+    .bind::<Nullable<Timestamptz>, _>(after_time)
+    .bind::<BigInt, _>(after_id)
+    .bind::<BigInt, _>(limit)
+    .load(conn)?)
+}
+
+/// What a manual replay did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replayed {
+    pub id: i64,
+    pub previous_status: DeliveryStatus,
+    pub queue: String,
+    /// The attempt this replay allows (attempts made so far + 1).
+    pub next_attempt: i32,
+}
+
+/// Makes one row due now: Failed stays Failed, Exhausted (and, with `force`,
+/// Delivered) becomes Failed with one more attempt allowed. A row whose
+/// attempt is in flight is refused.
+pub fn replay(conn: &mut PgConnection, id: i64, force: bool) -> Result<Replayed, StoreError> {
+    conn.transaction(|conn| {
+        let row: DeliveryLog = webhook_request_logs::table
+            .find(id)
+            .select(DeliveryLog::as_select())
+            .for_update()
+            .first(conn)
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("delivery {id}")))?;
+        let status = row.status();
+        if status == DeliveryStatus::Delivered && !force {
+            return Err(StoreError::Refused(format!(
+                "delivery {id} was already Delivered; replay it anyway with --force"
+            )));
+        }
+        if row.lease_expires_at.is_some_and(|t| t > Utc::now()) {
+            return Err(StoreError::Refused(format!(
+                "delivery {id} has an attempt in flight; try again once it is recorded"
+            )));
+        }
+        let queue = crate::schema::webhooks::table
+            .select(crate::schema::webhooks::queue)
+            .filter(crate::schema::webhooks::id.nullable().eq(row.webhook_id))
+            .first::<String>(conn)
+            .optional()?
+            .unwrap_or(row.queue.clone());
+        diesel::sql_query(
+            "UPDATE webhook_request_logs
+             SET status = 'Failed', next_retry = now(), lease_expires_at = NULL,
+                 max_attempts = GREATEST(max_attempts, attempts + 1), updated_at = now()
+             WHERE id = $1",
+        )
+        .bind::<BigInt, _>(id)
+        .execute(conn)?;
+        Ok(Replayed {
+            id,
+            previous_status: status,
+            queue,
+            next_attempt: row.attempts + 1,
+        })
+    })
+}
+
+/// Bulk replay: every row of `webhook` in `status` updated since `since`
+/// (after an outage longer than the schedule). Returns the rows touched.
+pub fn replay_bulk(
+    conn: &mut PgConnection,
+    webhook: &str,
+    status: DeliveryStatus,
+    since: DateTime<Utc>,
+) -> Result<Vec<Replayed>, StoreError> {
+    if status == DeliveryStatus::Queued {
+        return Err(StoreError::Refused(
+            "Queued rows are already on their way; nothing to replay".into(),
+        ));
+    }
+    #[derive(QueryableByName)]
+    struct Touched {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+        #[diesel(sql_type = Text)]
+        queue: String,
+        #[diesel(sql_type = Integer)]
+        attempts: i32,
+    }
+    let touched: Vec<Touched> = diesel::sql_query(
+        "UPDATE webhook_request_logs l
+         SET status = 'Failed', next_retry = now(), lease_expires_at = NULL,
+             max_attempts = GREATEST(l.max_attempts, l.attempts + 1), updated_at = now()
+         WHERE l.webhook_name = $1 AND l.status = $2 AND l.updated_at >= $3
+           AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
+         RETURNING l.id, COALESCE((SELECT w.queue FROM webhooks w WHERE w.id = l.webhook_id), l.queue) AS queue,
+                   l.attempts",
+    )
+    .bind::<Text, _>(webhook)
+    .bind::<Text, _>(status.as_str())
+    .bind::<Timestamptz, _>(since)
+    .load(conn)?;
+    Ok(touched
+        .into_iter()
+        .map(|t| Replayed {
+            id: t.id,
+            previous_status: status,
+            queue: t.queue,
+            next_attempt: t.attempts + 1,
+        })
+        .collect())
+}
+
+/// Filters for `delivery list`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<DeliveryStatus>,
+    pub webhook: Option<String>,
+    pub limit: i64,
+}
+
+/// Newest first.
+pub fn list(conn: &mut PgConnection, filter: &ListFilter) -> Result<Vec<DeliveryLog>, StoreError> {
+    let mut q = webhook_request_logs::table
+        .select(DeliveryLog::as_select())
+        .into_boxed();
+    if let Some(s) = filter.status {
+        q = q.filter(webhook_request_logs::status.eq(s.as_str()));
+    }
+    if let Some(w) = &filter.webhook {
+        q = q.filter(webhook_request_logs::webhook_name.eq(w));
+    }
+    Ok(q.order(webhook_request_logs::id.desc())
+        .limit(filter.limit.max(1))
+        .load(conn)?)
+}
+
+pub fn get(conn: &mut PgConnection, id: i64) -> Result<DeliveryLog, StoreError> {
+    webhook_request_logs::table
+        .find(id)
+        .select(DeliveryLog::as_select())
+        .first(conn)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("delivery {id}")))
+}
+
+pub fn attempts(conn: &mut PgConnection, log_id: i64) -> Result<Vec<DeliveryAttempt>, StoreError> {
+    Ok(webhook_delivery_attempts::table
+        .filter(webhook_delivery_attempts::log_id.eq(log_id))
+        .order(webhook_delivery_attempts::attempt)
+        .select(DeliveryAttempt::as_select())
+        .load(conn)?)
+}
+
+/// Row counts and the oldest pending time, for `stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    pub queued: i64,
+    pub delivered: i64,
+    pub failed: i64,
+    pub exhausted: i64,
+    /// The earliest next_retry that has passed (a backlog's age), if any.
+    pub oldest_due: Option<DateTime<Utc>>,
+    /// The earliest next_retry of all pending rows.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
+    let by_status: Vec<(String, i64)> = webhook_request_logs::table
+        .group_by(webhook_request_logs::status)
+        .select((webhook_request_logs::status, diesel::dsl::count_star()))
+        .load(conn)?;
+    let get = |s: DeliveryStatus| {
+        by_status
+            .iter()
+            .find(|(k, _)| k == s.as_str())
+            .map(|(_, n)| *n)
+            .unwrap_or(0)
+    };
+    let next_due: Option<DateTime<Utc>> = webhook_request_logs::table
+        .filter(webhook_request_logs::next_retry.is_not_null())
+        .select(diesel::dsl::min(webhook_request_logs::next_retry))
+        .first(conn)?;
+    Ok(Counts {
+        queued: get(DeliveryStatus::Queued),
+        delivered: get(DeliveryStatus::Delivered),
+        failed: get(DeliveryStatus::Failed),
+        exhausted: get(DeliveryStatus::Exhausted),
+        oldest_due: next_due.filter(|t| *t <= Utc::now()),
+        next_due,
+    })
+}

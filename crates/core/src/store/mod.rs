@@ -1,0 +1,154 @@
+//! Postgres, through sync diesel on a small r2d2 pool. Every call from async
+//! code goes through [`Store::run`], which moves it onto tokio's blocking
+//! threads (PITFALLS 6): a slow query never stalls a worker's deliveries.
+//!
+//! - `webhooks`: subscriptions and the config version producers cache on.
+//! - `deliveries`: delivery rows (emit, claim, outcome, sweep, replay) and
+//!   what the operator reads (list, show, stats).
+
+pub mod deliveries;
+pub mod webhooks;
+
+use std::time::Duration;
+
+use diesel::pg::PgConnection;
+use diesel::r2d2::{ConnectionManager, ManageConnection, Pool, PooledConnection};
+use diesel::RunQueryDsl;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+use crate::error::StoreError;
+
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
+
+/// How long a caller waits for a pooled connection (or a new one) before the
+/// database counts as unavailable: long enough for a busy pool to hand one
+/// back, short enough that a down database is reported within seconds.
+pub const POOL_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Arbitrary but fixed key of the advisory lock that serialises `migrate`
+/// across processes ("hookflt" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x0068_6f6f_6b66_6c74;
+
+pub type Conn = PooledConnection<Manager>;
+
+/// A pooled connection that remembers whether it saw the server go away, so
+/// the pool drops it instead of handing a dead socket to the next caller
+/// (diesel's own manager cannot tell after a Postgres restart).
+pub struct TrackedConnection {
+    conn: PgConnection,
+    broken: bool,
+}
+
+impl std::ops::Deref for TrackedConnection {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for TrackedConnection {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.conn
+    }
+}
+
+/// r2d2 manager for [`TrackedConnection`]s.
+pub struct Manager(ConnectionManager<PgConnection>);
+
+impl ManageConnection for Manager {
+    type Connection = TrackedConnection;
+    type Error = diesel::r2d2::Error;
+
+    fn connect(&self) -> Result<TrackedConnection, Self::Error> {
+        Ok(TrackedConnection {
+            conn: self.0.connect()?,
+            broken: false,
+        })
+    }
+
+    fn is_valid(&self, conn: &mut TrackedConnection) -> Result<(), Self::Error> {
+        self.0.is_valid(&mut conn.conn)
+    }
+
+    fn has_broken(&self, conn: &mut TrackedConnection) -> bool {
+        conn.broken || self.0.has_broken(&mut conn.conn)
+    }
+}
+
+/// The Postgres store.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool<Manager>,
+}
+
+impl Store {
+    /// A pool of at most `max_connections`. Connections open lazily, so a
+    /// process starts while the database is down and says so on first use.
+    pub fn connect(database_url: &str, max_connections: u32) -> Result<Store, StoreError> {
+        let manager = Manager(ConnectionManager::<PgConnection>::new(database_url));
+        let pool = Pool::builder()
+            .max_size(max_connections.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(POOL_CHECKOUT_TIMEOUT)
+            .test_on_check_out(false)
+            .error_handler(Box::new(diesel::r2d2::NopErrorHandler))
+            .build_unchecked(manager);
+        Ok(Store { pool })
+    }
+
+    /// A connection for synchronous callers (the CLI, tests).
+    pub fn conn(&self) -> Result<Conn, StoreError> {
+        Ok(self.pool.get()?)
+    }
+
+    /// Runs `f` with a connection on the calling thread (the CLI, tests).
+    pub fn run_sync<T>(
+        &self,
+        f: impl FnOnce(&mut PgConnection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.pool.get()?;
+        let result = f(&mut conn.conn);
+        if let Err(e) = &result {
+            conn.broken = e.is_transient();
+        }
+        result
+    }
+
+    /// Runs `f` with a connection on a blocking thread.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut PgConnection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool.get()?;
+            let result = f(&mut conn.conn);
+            if let Err(e) = &result {
+                // A connection that saw the server go away is not reused.
+                conn.broken = e.is_transient();
+            }
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("database task failed: {e}")))?
+    }
+
+    /// Applies pending migrations; returns the names applied. Safe when
+    /// several processes run it at once (an advisory lock serialises them) and
+    /// a no-op when the schema is current.
+    pub fn migrate(&self) -> Result<Vec<String>, StoreError> {
+        self.run_sync(migrate)
+    }
+}
+
+/// [`Store::migrate`] on a given connection.
+pub fn migrate(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
+    diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")).execute(conn)?;
+    let result = conn
+        .run_pending_migrations(MIGRATIONS)
+        .map(|applied| applied.iter().map(|m| m.to_string()).collect())
+        .map_err(|e| StoreError::Migration(e.to_string()));
+    diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")).execute(conn)?;
+    result
+}

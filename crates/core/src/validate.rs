@@ -1,0 +1,215 @@
+//! The checks a webhook definition must pass before it is stored. Each refusal
+//! says what is wrong in the operator's terms; nothing is written when one
+//! fails.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::Value;
+
+use crate::error::ValidationError;
+use crate::model::{Structure, Webhook, WebhookRow, WebhookSpec};
+use crate::render::{check_templates, check_url};
+use crate::sign::{
+    check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+};
+use crate::ssrf::NetworkPolicy;
+
+/// The longest a receiver may take: a worker slot held longer than a minute
+/// by one receiver is a slot stolen from all the others.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most retries a webhook may ask for: 50 at the last interval of the
+/// default schedule (10 h) is three weeks, longer than anyone waits.
+pub const MAX_RETRIES_LIMIT: i32 = 50;
+
+/// Longest name, entity type, event or queue name accepted.
+pub const MAX_NAME_LEN: usize = 140;
+
+/// Headers hookfleet sets itself (signing, framing): a static header with one
+/// of these names would be overwritten or break the request.
+const RESERVED_HEADERS: &[&str] = &[
+    HEADER_ID,
+    HEADER_TIMESTAMP,
+    HEADER_SIGNATURE,
+    HEADER_FRAPPE_SIGNATURE,
+    "content-length",
+    "host",
+    "transfer-encoding",
+    "connection",
+];
+
+fn refuse(msg: impl Into<String>) -> Result<(), ValidationError> {
+    Err(ValidationError(msg.into()))
+}
+
+fn check_text(what: &str, value: &str) -> Result<(), ValidationError> {
+    if value.trim().is_empty() {
+        return refuse(format!("{what} is empty"));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return refuse(format!("{what} is longer than {MAX_NAME_LEN} characters"));
+    }
+    if value.chars().any(char::is_control) {
+        return refuse(format!("{what} contains control characters"));
+    }
+    Ok(())
+}
+
+/// Names that end up inside Redis keys (queues, with a `{hash tag}`) or on a
+/// command line.
+fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
+    check_text(what, value)?;
+    if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+    {
+        return refuse(format!(
+            "{what} {value:?} may only use letters, digits, '_', '-', '.' and ':'"
+        ));
+    }
+    Ok(())
+}
+
+/// A webhook as it would be stored, for rendering checks.
+fn preview(spec: &WebhookSpec) -> Webhook {
+    let row = WebhookRow::from(spec);
+    let now = Utc::now();
+    Webhook {
+        id: 0,
+        name: row.name,
+        entity_type: row.entity_type,
+        event: row.event,
+        request_url: row.request_url,
+        dynamic_url: row.dynamic_url,
+        request_method: row.request_method,
+        request_structure: row.request_structure,
+        body_template: row.body_template,
+        fields: row.fields,
+        headers: row.headers,
+        condition: row.condition,
+        enabled: row.enabled,
+        secret: None,
+        previous_secret: None,
+        previous_secret_expires_at: None,
+        timeout_ms: row.timeout_ms,
+        queue: row.queue,
+        max_retries: row.max_retries,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Validates `spec`; `sample` is the document its templates are tried on.
+pub fn validate(
+    spec: &WebhookSpec,
+    policy: &NetworkPolicy,
+    sample: &Value,
+) -> Result<(), ValidationError> {
+    check_identifier("the webhook name", &spec.name)?;
+    check_text("the entity type", &spec.entity_type)?;
+    check_text("the event", &spec.event)?;
+    check_identifier("the queue name", &spec.queue)?;
+
+    if spec.dynamic_url {
+        if spec.request_url.trim().is_empty() {
+            return refuse("the URL template is empty");
+        }
+    } else {
+        check_url(&spec.request_url, policy).map_err(|e| ValidationError(format!("{e}")))?;
+    }
+
+    match spec.structure {
+        Structure::Form if spec.body_template.is_some() => return refuse(
+            "a form body is a field selection (--field); a body template needs --structure json",
+        ),
+        Structure::Form if spec.fields.is_empty() => {
+            return refuse("a form body needs at least one --field DOCFIELD[:KEY]")
+        }
+        Structure::Json if spec.body_template.is_some() && !spec.fields.is_empty() => {
+            return refuse("choose a body template or a field selection, not both")
+        }
+        _ => {}
+    }
+    if let Some(t) = &spec.body_template {
+        if t.trim().is_empty() {
+            return refuse("the body template is empty");
+        }
+    }
+
+    let mut doc_fields = HashSet::new();
+    let mut keys = HashSet::new();
+    for f in &spec.fields {
+        if f.field.trim().is_empty() || f.key.trim().is_empty() {
+            return refuse("a field selection needs a document field and a key (DOCFIELD:KEY)");
+        }
+        if !doc_fields.insert(f.field.as_str()) {
+            return refuse(format!(
+                "the document field {:?} is selected twice",
+                f.field
+            ));
+        }
+        if !keys.insert(f.key.as_str()) {
+            return refuse(format!(
+                "the key {:?} is used by two selected fields",
+                f.key
+            ));
+        }
+    }
+
+    let mut header_names = HashSet::new();
+    for h in &spec.headers {
+        if h.key.trim().is_empty() {
+            return refuse("a header has no key (expected KEY:VALUE)");
+        }
+        if h.value.trim().is_empty() {
+            return refuse(format!(
+                "the header {:?} has no value (expected KEY:VALUE)",
+                h.key
+            ));
+        }
+        if reqwest::header::HeaderName::from_bytes(h.key.as_bytes()).is_err() {
+            return refuse(format!("{:?} is not a valid header name", h.key));
+        }
+        if reqwest::header::HeaderValue::from_str(&h.value).is_err() {
+            return refuse(format!(
+                "the value of header {:?} is not a valid header value",
+                h.key
+            ));
+        }
+        let lower = h.key.to_ascii_lowercase();
+        if RESERVED_HEADERS
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(&lower))
+        {
+            return refuse(format!("the header {:?} is set by hookfleet itself", h.key));
+        }
+        if !header_names.insert(lower) {
+            return refuse(format!("the header {:?} is given twice", h.key));
+        }
+    }
+
+    if let Some(secret) = &spec.secret {
+        check_secret(secret.expose()).map_err(ValidationError)?;
+    }
+    if spec.timeout.is_zero() {
+        return refuse("the timeout must be more than 0");
+    }
+    if spec.timeout > MAX_TIMEOUT {
+        return refuse(format!(
+            "the timeout must be at most {}s",
+            MAX_TIMEOUT.as_secs()
+        ));
+    }
+    if spec.max_retries < 0 {
+        return refuse("max retries cannot be negative (0 means one attempt only)");
+    }
+    if spec.max_retries > MAX_RETRIES_LIMIT {
+        return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));
+    }
+
+    check_templates(Arc::new(preview(spec)), sample, policy)
+        .map_err(|e| ValidationError(e.to_string()))
+}

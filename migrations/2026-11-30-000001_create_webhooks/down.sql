@@ -1,0 +1,4 @@
+DROP TRIGGER webhooks_changed ON webhooks;
+DROP FUNCTION bump_webhook_config_version();
+DROP TABLE webhook_config_version;
+DROP TABLE webhooks;

@@ -1,0 +1,2 @@
+DROP TABLE webhook_delivery_attempts;
+DROP TABLE webhook_request_logs;
