@@ -1,1 +1,85 @@
-fn main() {}
+//! `hookfleet`: the operator's command line over hookfleet-core.
+//!
+//! Exit codes: 0 success, 1 the operation failed or was refused (the message
+//! says why), 2 usage error.
+
+mod delivery;
+mod table;
+mod webhook;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use hookfleet_core::config::Settings;
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::store::Store;
+
+use crate::delivery::DeliveryCommand;
+use crate::webhook::WebhookCommand;
+
+#[derive(Parser)]
+#[command(name = "hookfleet", version, about = "Operate a hookfleet: schema, webhooks, deliveries, stats")]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create or upgrade the schema (idempotent; safe to run from several
+    /// processes at once).
+    Migrate,
+    /// Define and inspect webhooks.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+    /// Inspect and replay deliveries.
+    #[command(subcommand)]
+    Delivery(DeliveryCommand),
+    /// Rows by status, queue depths, dead letters, the oldest due retry.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let s = cli.settings;
+    let store = Store::connect(&s.database_url, 1)?;
+    match cli.command {
+        Command::Migrate => {
+            let applied = store.migrate()?;
+            if applied.is_empty() {
+                println!("schema is up to date");
+            } else {
+                for m in applied {
+                    println!("applied {m}");
+                }
+            }
+        }
+        Command::Webhook(cmd) => webhook::run(&store, &s.allowed_networks, cmd)?,
+        Command::Delivery(cmd) => {
+            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            delivery::run(&store, &queue, s.queue_grace, cmd).await?
+        }
+        Command::Stats { json } => {
+            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            delivery::stats(&store, &queue, json).await?
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

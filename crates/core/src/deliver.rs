@@ -26,6 +26,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the request.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 
+/// How long a claim outlives the webhook's timeout: covers reading the
+/// response and writing the outcome behind other outcomes in a batch. A worker
+/// that dies mid-attempt leaves a lease that runs out by itself after
+/// timeout + this, and the row comes due again.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
+
 /// A row claimed for one attempt: everything needed to send it.
 #[derive(Debug, Clone)]
 pub struct Claim {

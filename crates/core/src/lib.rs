@@ -13,9 +13,12 @@
 //! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
 //! - [`store`]: Postgres through diesel: the record of every delivery.
 //! - [`queue`]: Redis: jobs, in-flight keys, dead letters.
+//! - [`shutdown`]: the drain-then-stop signal every binary shares.
+//! - [`backoff`]: waits between reconnection attempts.
 //! - [`config`]: settings shared by every binary (flags with env fallbacks).
 //! - [`error`]: the error types callers match on.
 
+pub mod backoff;
 pub mod config;
 pub mod deliver;
 pub mod error;
@@ -24,6 +27,7 @@ pub mod queue;
 pub mod render;
 pub mod schedule;
 pub mod schema;
+pub mod shutdown;
 pub mod sign;
 pub mod ssrf;
 pub mod store;

@@ -401,6 +401,32 @@ pub struct NewDelivery {
     pub error: Option<String>,
 }
 
+/// A fresh event id, sent as `webhook-id`: `msg_` and a time-ordered UUID.
+pub fn new_event_id() -> String {
+    format!("msg_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Checks an event id chosen by the caller (for idempotent emits).
+pub fn check_event_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 128 {
+        return Err("an event id has 1 to 128 characters".into());
+    }
+    if !id.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(format!("event id {id:?} may only use printable ASCII without spaces"));
+    }
+    Ok(())
+}
+
+/// `role:host:pid`: who holds a key or wrote an attempt.
+pub fn process_identity(role: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{role}:{host}:{}", std::process::id())
+}
+
 /// One attempt of a delivery.
 #[derive(Debug, Clone, Queryable, Selectable, Serialize)]
 #[diesel(table_name = webhook_delivery_attempts, check_for_backend(diesel::pg::Pg))]

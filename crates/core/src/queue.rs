@@ -315,6 +315,21 @@ impl RedisQueue {
         Ok(())
     }
 
+    /// Puts a taken job back at the consuming end of its queue, atomically
+    /// with removing it from the processing list (same hash tag, same slot).
+    pub async fn requeue(&self, processing: &str, queue: &str, job: &str) -> Result<(), QueueError> {
+        let mut conn = self.conn().await?;
+        redis::pipe()
+            .atomic()
+            .lrem(processing, 1, job)
+            .ignore()
+            .rpush(self.keys.queue(queue), job)
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
     /// Jobs waiting on `queue`.
     pub async fn depth(&self, queue: &str) -> Result<i64, QueueError> {
         let mut conn = self.conn().await?;

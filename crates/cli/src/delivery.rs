@@ -1,0 +1,292 @@
+//! `hookfleet delivery …` and `hookfleet stats`: what happened to events,
+//! and the operator's replay.
+
+use anyhow::bail;
+use chrono::{DateTime, Utc};
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use hookfleet_core::config::parse_duration;
+use hookfleet_core::model::{display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus};
+use hookfleet_core::queue::{Enqueue, RedisQueue};
+use hookfleet_core::store::deliveries::{self, ListFilter, Replayed};
+use hookfleet_core::store::{webhooks, Store};
+
+use crate::table;
+
+#[derive(Subcommand)]
+pub enum DeliveryCommand {
+    /// List deliveries, newest first.
+    List {
+        /// Only this status: Queued, Delivered, Failed or Exhausted.
+        #[arg(long)]
+        status: Option<DeliveryStatus>,
+        /// Only this webhook.
+        #[arg(long)]
+        webhook: Option<String>,
+        /// At most this many rows.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one delivery: the frozen request, its state and every attempt.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay: make a Failed or Exhausted delivery due now (an Exhausted one
+    /// gets one more attempt). With --webhook/--status/--since, every
+    /// matching delivery.
+    Retry {
+        /// The delivery to replay.
+        #[arg(required_unless_present = "webhook", conflicts_with_all = ["webhook", "status", "since"])]
+        id: Option<i64>,
+        /// Replay a Delivered row too.
+        #[arg(long)]
+        force: bool,
+        /// Bulk: this webhook's deliveries…
+        #[arg(long, requires_all = ["status", "since"])]
+        webhook: Option<String>,
+        /// …in this status (Failed or Exhausted)…
+        #[arg(long)]
+        status: Option<DeliveryStatus>,
+        /// …last changed since TIME (RFC 3339, or a duration ago such as 2h).
+        #[arg(long)]
+        since: Option<String>,
+    },
+}
+
+fn parse_since(text: &str) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    match parse_duration(text) {
+        Ok(d) => Ok(Utc::now() - chrono::Duration::from_std(d)?),
+        Err(_) => bail!("--since {text:?} is neither an RFC 3339 time nor a duration such as 2h"),
+    }
+}
+
+fn view(d: &DeliveryLog) -> Value {
+    let headers: Vec<Value> = d
+        .header_list()
+        .iter()
+        .map(|h| json!({ "key": h.key, "value": display_header_value(&h.key, &h.value) }))
+        .collect();
+    json!({
+        "id": d.id,
+        "event_id": d.event_id,
+        "webhook": d.webhook_name,
+        "entity_type": d.entity_type,
+        "entity_name": d.entity_name,
+        "event": d.event,
+        "url": d.url,
+        "method": d.method,
+        "headers": headers,
+        "body": d.body,
+        "queue": d.queue,
+        "status": d.status,
+        "attempts": d.attempts,
+        "max_attempts": d.max_attempts,
+        "next_retry": d.next_retry,
+        "in_flight_until": d.lease_expires_at,
+        "response_code": d.response_code,
+        "response_body": d.response_body,
+        "error": d.error,
+        "created_at": d.created_at,
+        "updated_at": d.updated_at,
+    })
+}
+
+fn attempt_view(a: &DeliveryAttempt) -> Value {
+    json!({
+        "attempt": a.attempt,
+        "started_at": a.started_at,
+        "duration_ms": a.duration_ms,
+        "response_code": a.response_code,
+        "error": a.error,
+        "worker": a.worker,
+    })
+}
+
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// Puts replayed rows on their queues now rather than at the next sweep.
+async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Duration) -> String {
+    let items: Vec<Enqueue> = rows.iter().map(|r| Enqueue { log_id: r.id, queue: r.queue.clone() }).collect();
+    match queue.enqueue(&items, "cli:replay", ttl).await {
+        Ok(flags) => {
+            let n = flags.iter().filter(|f| **f).count();
+            if n == rows.len() {
+                "queued now".into()
+            } else {
+                format!("{n} queued now; the rest are already on a queue")
+            }
+        }
+        Err(e) => format!("not queued now ({e}); the next sweep sends them"),
+    }
+}
+
+pub async fn run(
+    store: &Store,
+    queue: &RedisQueue,
+    grace: std::time::Duration,
+    command: DeliveryCommand,
+) -> anyhow::Result<()> {
+    match command {
+        DeliveryCommand::List { status, webhook, limit, json } => {
+            let filter = ListFilter { status, webhook, limit };
+            let rows = store.run_sync(|c| deliveries::list(c, &filter))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows.iter().map(view).collect::<Vec<_>>())?);
+            } else {
+                let table_rows: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            d.id.to_string(),
+                            d.status.clone(),
+                            d.webhook_name.clone(),
+                            format!("{} {}", d.entity_type, d.entity_name),
+                            d.event.clone(),
+                            format!("{}/{}", d.attempts, d.max_attempts),
+                            d.response_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                            time(d.next_retry),
+                            table::clip(d.error.as_deref().unwrap_or(""), 60),
+                        ]
+                    })
+                    .collect();
+                table::print(
+                    &["ID", "STATUS", "WEBHOOK", "DOCUMENT", "EVENT", "ATTEMPTS", "CODE", "NEXT RETRY", "ERROR"],
+                    &table_rows,
+                );
+            }
+        }
+        DeliveryCommand::Show { id, json } => {
+            let (row, attempts) = store.run_sync(|c| Ok((deliveries::get(c, id)?, deliveries::attempts(c, id)?)))?;
+            if json {
+                let mut v = view(&row);
+                v["attempt_log"] = Value::Array(attempts.iter().map(attempt_view).collect());
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                let v = view(&row);
+                for key in [
+                    "id", "event_id", "webhook", "entity_type", "entity_name", "event", "method", "url", "queue",
+                    "status", "attempts", "max_attempts", "next_retry", "in_flight_until", "response_code", "error",
+                    "created_at", "updated_at",
+                ] {
+                    let text = match &v[key] {
+                        Value::Null => "-".to_string(),
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    println!("{key:<16} {text}");
+                }
+                for h in v["headers"].as_array().into_iter().flatten() {
+                    println!("header           {}: {}", h["key"].as_str().unwrap_or(""), h["value"].as_str().unwrap_or(""));
+                }
+                println!("body             {}", row.body);
+                if let Some(b) = &row.response_body {
+                    println!("response_body    {}", table::clip(b, 400));
+                }
+                println!();
+                let rows: Vec<Vec<String>> = attempts
+                    .iter()
+                    .map(|a| {
+                        vec![
+                            a.attempt.to_string(),
+                            time(Some(a.started_at)),
+                            format!("{} ms", a.duration_ms),
+                            a.response_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                            table::clip(a.error.as_deref().unwrap_or(""), 60),
+                            a.worker.clone(),
+                        ]
+                    })
+                    .collect();
+                table::print(&["ATTEMPT", "STARTED", "TOOK", "CODE", "ERROR", "WORKER"], &rows);
+            }
+        }
+        DeliveryCommand::Retry { id: Some(id), force, .. } => {
+            let replayed = store.run_sync(|c| deliveries::replay(c, id, force))?;
+            let note = enqueue_now(queue, std::slice::from_ref(&replayed), grace).await;
+            println!(
+                "delivery {id}: {} → Failed, due now (attempt {} allowed); {note}",
+                replayed.previous_status, replayed.next_attempt
+            );
+        }
+        DeliveryCommand::Retry { id: None, webhook: Some(webhook), status: Some(status), since: Some(since), .. } => {
+            if !matches!(status, DeliveryStatus::Failed | DeliveryStatus::Exhausted) {
+                bail!("bulk replay takes --status Failed or Exhausted");
+            }
+            let since = parse_since(&since)?;
+            store.run_sync(|c| webhooks::get(c, &webhook))?;
+            let rows = store.run_sync(|c| deliveries::replay_bulk(c, &webhook, status, since))?;
+            if rows.is_empty() {
+                println!("no {status} deliveries of {webhook} since {since}; nothing replayed");
+            } else {
+                let note = enqueue_now(queue, &rows, grace).await;
+                println!("{} deliveries of {webhook} replayed ({status} → Failed, due now); {note}", rows.len());
+            }
+        }
+        DeliveryCommand::Retry { .. } => bail!("give a delivery ID, or --webhook, --status and --since"),
+    }
+    Ok(())
+}
+
+/// `hookfleet stats`.
+pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
+    let (counts, queues) = store.run_sync(|c| Ok((deliveries::counts(c)?, webhooks::queue_names(c)?)))?;
+    let mut queues = queues;
+    if !queues.iter().any(|q| q == "default") {
+        queues.insert(0, "default".into());
+    }
+    let mut depths = serde_json::Map::new();
+    let mut redis_error = None;
+    for q in &queues {
+        match queue.depth(q).await {
+            Ok(n) => {
+                depths.insert(q.clone(), json!(n));
+            }
+            Err(e) => {
+                redis_error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let dead = match queue.dead_count().await {
+        Ok(n) => Some(n),
+        Err(e) => {
+            redis_error.get_or_insert(e.to_string());
+            None
+        }
+    };
+    let v = json!({
+        "rows": { "Queued": counts.queued, "Delivered": counts.delivered, "Failed": counts.failed, "Exhausted": counts.exhausted },
+        "queues": depths,
+        "dead_letters": dead,
+        "oldest_due_retry": counts.oldest_due,
+        "next_retry": counts.next_due,
+        "redis_error": redis_error,
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("rows        Queued {}  Delivered {}  Failed {}  Exhausted {}",
+        counts.queued, counts.delivered, counts.failed, counts.exhausted);
+    for (q, n) in &depths {
+        println!("queue       {q}: {n} waiting");
+    }
+    if let Some(n) = dead {
+        println!("dead        {n} dead-lettered jobs");
+    }
+    println!("oldest due  {}", time(counts.oldest_due));
+    println!("next retry  {}", time(counts.next_due));
+    if let Some(e) = redis_error {
+        println!("note        Redis did not answer: {e}");
+    }
+    Ok(())
+}

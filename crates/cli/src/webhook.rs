@@ -1,0 +1,419 @@
+//! `hookfleet webhook …`: define, change, inspect and remove subscriptions.
+//! Every definition is validated before anything is written; the secret is
+//! write-only (list and show say whether signing is on, never the secret).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use hookfleet_core::config::{format_duration, parse_duration};
+use hookfleet_core::model::{display_header_value, FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec};
+use hookfleet_core::render::default_sample_doc;
+use hookfleet_core::sign::Secret;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::{webhooks, Store};
+use hookfleet_core::validate::validate;
+
+use crate::table;
+
+#[derive(Subcommand)]
+pub enum WebhookCommand {
+    /// Add a webhook.
+    Add {
+        /// A unique name (letters, digits, '_', '-', '.', ':').
+        name: String,
+        #[command(flatten)]
+        fields: Definition,
+        /// Add it disabled.
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// List webhooks.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one webhook.
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a webhook: only the fields given change. A new secret starts a
+    /// rotation: the old one keeps signing (a second Standard Webhooks
+    /// signature) for 24 hours.
+    Update {
+        name: String,
+        #[command(flatten)]
+        fields: Definition,
+        /// Rename the webhook.
+        #[arg(long)]
+        rename: Option<String>,
+        /// Remove the condition (every event is delivered).
+        #[arg(long, conflicts_with = "condition")]
+        no_condition: bool,
+        /// Stop signing (removes the secret).
+        #[arg(long, conflicts_with_all = ["secret", "secret_file"])]
+        no_secret: bool,
+        /// Remove every static header (before adding the --header ones).
+        #[arg(long)]
+        clear_headers: bool,
+        /// Remove the field selection (before adding the --field ones).
+        #[arg(long)]
+        clear_fields: bool,
+        /// Remove the body template.
+        #[arg(long, conflicts_with_all = ["body_template", "body_template_file"])]
+        no_body_template: bool,
+        /// Make the URL static again.
+        #[arg(long, conflicts_with = "dynamic_url")]
+        static_url: bool,
+    },
+    /// Enable a webhook.
+    Enable { name: String },
+    /// Disable a webhook: no new deliveries; pending ones become Exhausted
+    /// when their attempt comes, without a request.
+    Disable { name: String },
+    /// Delete a webhook. Its delivery rows stay; pending ones become Exhausted
+    /// when their attempt comes, without a request.
+    Delete { name: String },
+}
+
+/// The definition flags shared by add and update.
+#[derive(Args)]
+pub struct Definition {
+    /// Entity type (Frappe's doctype), e.g. "Sales Order".
+    #[arg(long)]
+    entity_type: Option<String>,
+    /// Event: after_insert, on_update, on_submit, on_cancel, on_trash,
+    /// on_update_after_submit, on_change, workflow_transition, or any other.
+    #[arg(long)]
+    event: Option<String>,
+    /// Receiver URL (http or https), or a Jinja template with --dynamic-url.
+    #[arg(long)]
+    url: Option<String>,
+    /// Render the URL as a Jinja template with `doc`.
+    #[arg(long)]
+    dynamic_url: bool,
+    /// HTTP method: POST, PUT, PATCH, DELETE or GET.
+    #[arg(long)]
+    method: Option<String>,
+    /// Body encoding: json or form.
+    #[arg(long)]
+    structure: Option<String>,
+    /// A Jinja template rendering the JSON body from `doc`.
+    #[arg(long, conflicts_with = "body_template_file")]
+    body_template: Option<String>,
+    /// Read the body template from a file.
+    #[arg(long)]
+    body_template_file: Option<String>,
+    /// A document field to send, as DOCFIELD or DOCFIELD:KEY (repeatable).
+    #[arg(long = "field", value_name = "DOCFIELD[:KEY]")]
+    fields: Vec<String>,
+    /// A static header, as KEY:VALUE (repeatable).
+    #[arg(long = "header", value_name = "KEY:VALUE")]
+    headers: Vec<String>,
+    /// A Jinja expression on `doc`; false → no delivery.
+    #[arg(long)]
+    condition: Option<String>,
+    /// Signing secret (HMAC). Prefer --secret-file: a command line is visible
+    /// to other users of the machine.
+    #[arg(long, conflicts_with = "secret_file", hide_env_values = true)]
+    secret: Option<String>,
+    /// Read the signing secret from a file (first line).
+    #[arg(long)]
+    secret_file: Option<String>,
+    /// Time a receiver has to answer (more than 0, at most 60s), e.g. 5s.
+    #[arg(long)]
+    timeout: Option<String>,
+    /// Queue its deliveries go to.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Retries after the first attempt (0 = one attempt only).
+    #[arg(long, allow_negative_numbers = true)]
+    max_retries: Option<i64>,
+    /// A JSON document to try the templates on (default: a document with only
+    /// doctype and name, where missing fields render as null).
+    #[arg(long, value_name = "FILE")]
+    sample_doc: Option<String>,
+}
+
+/// Splits `A:B` at the first colon.
+fn split_pair(text: &str) -> (String, Option<String>) {
+    match text.split_once(':') {
+        Some((a, b)) => (a.trim().to_string(), Some(b.trim().to_string())),
+        None => (text.trim().to_string(), None),
+    }
+}
+
+fn parse_fields(raw: &[String]) -> Vec<FieldMapping> {
+    raw.iter()
+        .map(|f| {
+            let (field, key) = split_pair(f);
+            let key = key.unwrap_or_else(|| field.clone());
+            FieldMapping { field, key }
+        })
+        .collect()
+}
+
+fn parse_headers(raw: &[String]) -> Vec<Header> {
+    raw.iter()
+        .map(|h| {
+            let (key, value) = split_pair(h);
+            Header { key, value: value.unwrap_or_default() }
+        })
+        .collect()
+}
+
+fn read_file(path: &str, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read the {what} file {path}"))
+}
+
+impl Definition {
+    /// Applies the flags given to `spec`.
+    fn apply(&self, spec: &mut WebhookSpec) -> anyhow::Result<()> {
+        if let Some(v) = &self.entity_type {
+            spec.entity_type = v.clone();
+        }
+        if let Some(v) = &self.event {
+            spec.event = v.clone();
+        }
+        if let Some(v) = &self.url {
+            spec.request_url = v.clone();
+        }
+        if self.dynamic_url {
+            spec.dynamic_url = true;
+        }
+        if let Some(v) = &self.method {
+            spec.method = v.parse::<Method>().map_err(anyhow::Error::msg)?;
+        }
+        if let Some(v) = &self.structure {
+            spec.structure = v.parse::<Structure>().map_err(anyhow::Error::msg)?;
+        }
+        if let Some(v) = &self.body_template {
+            spec.body_template = Some(v.clone());
+        }
+        if let Some(path) = &self.body_template_file {
+            spec.body_template = Some(read_file(path, "body template")?);
+        }
+        spec.fields.extend(parse_fields(&self.fields));
+        spec.headers.extend(parse_headers(&self.headers));
+        if let Some(v) = &self.condition {
+            spec.condition = Some(v.clone());
+        }
+        if let Some(v) = &self.secret {
+            spec.secret = Some(Secret::new(v.clone()));
+        }
+        if let Some(path) = &self.secret_file {
+            let text = read_file(path, "secret")?;
+            spec.secret = Some(Secret::new(text.lines().next().unwrap_or("").trim().to_string()));
+        }
+        if let Some(v) = &self.timeout {
+            spec.timeout = parse_duration(v).map_err(|e| anyhow::anyhow!("--timeout: {e}"))?;
+        }
+        if let Some(v) = &self.queue {
+            spec.queue = v.clone();
+        }
+        if let Some(v) = self.max_retries {
+            spec.max_retries = i32::try_from(v).unwrap_or(if v < 0 { -1 } else { i32::MAX });
+        }
+        Ok(())
+    }
+
+    fn sample(&self, entity_type: &str) -> anyhow::Result<Value> {
+        match &self.sample_doc {
+            Some(path) => {
+                let doc: Value = serde_json::from_str(&read_file(path, "sample document")?)
+                    .with_context(|| format!("{path} is not JSON"))?;
+                if !doc.is_object() {
+                    bail!("the sample document is not a JSON object");
+                }
+                Ok(doc)
+            }
+            None => Ok(default_sample_doc(entity_type)),
+        }
+    }
+}
+
+/// The webhook as shown to people and scripts: never the secret, and header
+/// values that look like credentials hidden.
+pub fn view(w: &Webhook) -> Value {
+    let headers: Vec<Value> = w
+        .header_list()
+        .iter()
+        .map(|h| json!({ "key": h.key, "value": display_header_value(&h.key, &h.value) }))
+        .collect();
+    let rotating = w.previous_secret.is_some() && w.previous_secret_expires_at.is_some_and(|t| t > chrono::Utc::now());
+    json!({
+        "name": w.name,
+        "entity_type": w.entity_type,
+        "event": w.event,
+        "request_url": w.request_url,
+        "dynamic_url": w.dynamic_url,
+        "request_method": w.request_method,
+        "request_structure": w.request_structure,
+        "body_template": w.body_template,
+        "fields": w.field_mappings(),
+        "headers": headers,
+        "condition": w.condition,
+        "enabled": w.enabled,
+        "signed": w.secret.is_some(),
+        "secret_rotation_until": if rotating { json!(w.previous_secret_expires_at) } else { Value::Null },
+        "timeout": format_duration(w.timeout()),
+        "queue": w.queue,
+        "max_retries": w.max_retries,
+        "created_at": w.created_at,
+        "updated_at": w.updated_at,
+    })
+}
+
+fn print_one(w: &Webhook) {
+    let v = view(w);
+    let show = |k: &str, val: &Value| {
+        let text = match val {
+            Value::Null => "-".to_string(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("{k:<20} {text}");
+    };
+    for key in [
+        "name", "entity_type", "event", "request_url", "dynamic_url", "request_method", "request_structure",
+        "condition", "enabled", "signed", "secret_rotation_until", "timeout", "queue", "max_retries",
+    ] {
+        show(key, &v[key]);
+    }
+    if let Some(t) = &w.body_template {
+        println!("body_template\n{}", t.trim_end());
+    }
+    for f in w.field_mappings() {
+        println!("field                {} -> {}", f.field, f.key);
+    }
+    for h in v["headers"].as_array().into_iter().flatten() {
+        println!("header               {}: {}", h["key"].as_str().unwrap_or(""), h["value"].as_str().unwrap_or(""));
+    }
+    show("created_at", &v["created_at"]);
+    show("updated_at", &v["updated_at"]);
+}
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
+    match command {
+        WebhookCommand::Add { name, fields, disabled } => {
+            let (Some(entity_type), Some(event), Some(url)) = (&fields.entity_type, &fields.event, &fields.url) else {
+                bail!("webhook add needs --entity-type, --event and --url");
+            };
+            let mut spec = WebhookSpec {
+                name,
+                entity_type: entity_type.clone(),
+                event: event.clone(),
+                request_url: url.clone(),
+                dynamic_url: false,
+                method: Method::Post,
+                structure: Structure::Json,
+                body_template: None,
+                fields: Vec::new(),
+                headers: Vec::new(),
+                condition: None,
+                enabled: !disabled,
+                secret: None,
+                timeout: DEFAULT_TIMEOUT,
+                queue: "default".into(),
+                max_retries: 3,
+            };
+            fields.apply(&mut spec)?;
+            validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
+            let w = store.run_sync(|c| webhooks::insert(c, &WebhookRow::from(&spec)))?;
+            println!("added webhook {} ({} {} → {}){}", w.name, w.entity_type, w.event, w.request_url,
+                if w.secret.is_some() { ", signed" } else { "" });
+        }
+        WebhookCommand::List { json } => {
+            let all = store.run_sync(webhooks::list)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all.iter().map(view).collect::<Vec<_>>())?);
+            } else {
+                let rows: Vec<Vec<String>> = all
+                    .iter()
+                    .map(|w| {
+                        vec![
+                            w.name.clone(),
+                            w.entity_type.clone(),
+                            w.event.clone(),
+                            w.request_method.clone(),
+                            table::clip(&w.request_url, 48),
+                            if w.enabled { "yes" } else { "no" }.into(),
+                            if w.secret.is_some() { "yes" } else { "no" }.into(),
+                            w.queue.clone(),
+                            w.max_retries.to_string(),
+                        ]
+                    })
+                    .collect();
+                table::print(&["NAME", "ENTITY TYPE", "EVENT", "METHOD", "URL", "ENABLED", "SIGNED", "QUEUE", "RETRIES"], &rows);
+            }
+        }
+        WebhookCommand::Show { name, json } => {
+            let w = store.run_sync(|c| webhooks::get(c, &name))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view(&w))?);
+            } else {
+                print_one(&w);
+            }
+        }
+        WebhookCommand::Update {
+            name,
+            fields,
+            rename,
+            no_condition,
+            no_secret,
+            clear_headers,
+            clear_fields,
+            no_body_template,
+            static_url,
+        } => {
+            let current = store.run_sync(|c| webhooks::get(c, &name))?;
+            let mut spec = current.to_spec();
+            if clear_headers {
+                spec.headers.clear();
+            }
+            if clear_fields {
+                spec.fields.clear();
+            }
+            if no_body_template {
+                spec.body_template = None;
+            }
+            if no_condition {
+                spec.condition = None;
+            }
+            if no_secret {
+                spec.secret = None;
+            }
+            if static_url {
+                spec.dynamic_url = false;
+            }
+            fields.apply(&mut spec)?;
+            if let Some(new_name) = rename {
+                spec.name = new_name;
+            }
+            validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
+            let w = store.run_sync(|c| webhooks::update(c, &name, &WebhookRow::from(&spec)))?;
+            let rotated = current.secret.is_some() && w.secret.is_some() && current.secret != w.secret;
+            println!("updated webhook {}{}", w.name,
+                if rotated { " (secret rotated: the previous one also signs for 24h)" } else { "" });
+        }
+        WebhookCommand::Enable { name } => {
+            let w = store.run_sync(|c| webhooks::set_enabled(c, &name, true))?;
+            println!("enabled webhook {}", w.name);
+        }
+        WebhookCommand::Disable { name } => {
+            let w = store.run_sync(|c| webhooks::set_enabled(c, &name, false))?;
+            println!("disabled webhook {}", w.name);
+        }
+        WebhookCommand::Delete { name } => {
+            store.run_sync(|c| webhooks::delete(c, &name))?;
+            println!("deleted webhook {name}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! Emitting events: from an event to recorded rows and queued jobs.
+//!
+//! 1. Find the enabled webhooks for (entity type, event) in the cached
+//!    catalog and evaluate each condition on the document.
+//! 2. Build each request (URL, headers, body) and, in one transaction, record
+//!    one row per webhook: Queued, or Exhausted with the reason when the
+//!    request cannot be built. Postgres is the record from here on.
+//! 3. After the commit, take each Queued row's in-flight key and push its job.
+//!    If Redis fails here the emit still succeeds: the rows are durable and
+//!    the sweeper sends them once their grace has passed (the report says so).
+//!
+//! `workflow_transition` refuses to be deferred: its rows are recorded already
+//! claimed, delivered here and now, exactly once, and a failure is returned to
+//! the caller.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use hookfleet_core::config::format_duration;
+use hookfleet_core::deliver::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::error::StoreError;
+use hookfleet_core::model::{check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook};
+use hookfleet_core::queue::{Enqueue, RedisQueue};
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::{deliveries, Store};
+
+use crate::catalog::{CatalogCache, Subscriber};
+
+/// The event that is delivered synchronously, once, and never deferred.
+pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
+
+/// The largest document accepted: bodies are capped at 1 MiB, and a
+/// document is rarely more than a few times its body.
+pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// An event as an application reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Event {
+    pub entity_type: String,
+    pub event: String,
+    /// The document's name (Frappe's `name`), e.g. `SO-0001`.
+    pub name: String,
+    /// The document as JSON (an object).
+    #[serde(default)]
+    pub doc: Value,
+    /// The caller's own id for this event, to make a repeated emit
+    /// idempotent. Generated when absent.
+    #[serde(default)]
+    pub event_id: Option<String>,
+}
+
+impl Event {
+    pub fn new(entity_type: &str, event: &str, name: &str, doc: Value) -> Event {
+        Event { entity_type: entity_type.into(), event: event.into(), name: name.into(), doc, event_id: None }
+    }
+
+    /// Refuses what cannot be an event; fills in a missing document.
+    pub fn check(mut self) -> Result<Event, EmitError> {
+        for (what, v) in [("entity type", &self.entity_type), ("event", &self.event), ("name", &self.name)] {
+            if v.trim().is_empty() {
+                return Err(EmitError::Invalid(format!("the {what} is empty")));
+            }
+        }
+        if let Some(id) = &self.event_id {
+            check_event_id(id).map_err(EmitError::Invalid)?;
+        }
+        match &self.doc {
+            Value::Null => {
+                self.doc = serde_json::json!({ "doctype": self.entity_type, "name": self.name });
+            }
+            Value::Object(_) => {}
+            _ => return Err(EmitError::Invalid("the document is not a JSON object".into())),
+        }
+        Ok(self)
+    }
+}
+
+/// One delivery an emit made (or found already made).
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    pub id: i64,
+    pub event_id: String,
+    pub webhook: String,
+    pub status: DeliveryStatus,
+    pub queue: String,
+    /// The event was already recorded for this webhook; nothing new was made.
+    pub duplicate: bool,
+    /// Its job is on the queue (false: the sweeper will send it after the grace).
+    pub enqueued: bool,
+    /// Why it is Exhausted, or what a workflow_transition attempt returned.
+    pub error: Option<String>,
+}
+
+/// What an emit (or a batch) did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmitReport {
+    /// Events taken.
+    pub events: usize,
+    pub deliveries: Vec<Delivery>,
+    /// Deliveries folded into a later state of the same document (batches).
+    pub superseded: usize,
+    /// Redis refused the jobs: the rows are recorded and the sweeper sends
+    /// them after the grace.
+    pub enqueue_error: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    #[error("{0}")]
+    Invalid(String),
+    /// Nothing was recorded.
+    #[error("nothing was recorded: {0}")]
+    Store(#[from] StoreError),
+    /// A workflow_transition delivery failed (recorded Exhausted).
+    #[error("workflow_transition delivery failed: {}", .failures.join("; "))]
+    WorkflowTransition { report: EmitReport, failures: Vec<String> },
+}
+
+/// Producer settings.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub schedule: RetrySchedule,
+    /// A Queued row's first attempt is overdue after this; also the TTL of
+    /// the in-flight key the producer takes.
+    pub queue_grace: Duration,
+    pub policy: Arc<NetworkPolicy>,
+}
+
+/// Turns events into deliveries. Cheap to share (`Arc`) across tasks.
+pub struct Producer {
+    store: Store,
+    queue: RedisQueue,
+    config: ProducerConfig,
+    catalog: CatalogCache,
+    http: reqwest::Client,
+    identity: String,
+}
+
+/// A collection of events emitted together. Like Frappe's after-commit queue,
+/// it keeps only the last state of a document per webhook: an insert and
+/// several saves of one document make one delivery carrying its final state.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    events: Vec<Event>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    pub fn push(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// A delivery planned within a batch.
+struct Planned {
+    subscriber: Arc<Subscriber>,
+    event_index: usize,
+}
+
+impl Producer {
+    pub fn new(store: Store, queue: RedisQueue, config: ProducerConfig) -> Producer {
+        let http = deliver::http_client(config.policy.clone());
+        Producer { store, queue, config, catalog: CatalogCache::default(), http, identity: process_identity("producer") }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Emits one event.
+    pub async fn emit(&self, event: Event) -> Result<EmitReport, EmitError> {
+        let mut batch = Batch::new();
+        batch.push(event);
+        self.emit_batch(batch).await
+    }
+
+    /// Emits a batch (see [`Batch`]) in one transaction.
+    pub async fn emit_batch(&self, batch: Batch) -> Result<EmitReport, EmitError> {
+        let events: Vec<Event> = batch
+            .events
+            .into_iter()
+            .map(|e| {
+                let mut e = e.check()?;
+                e.event_id.get_or_insert_with(new_event_id);
+                Ok(e)
+            })
+            .collect::<Result<_, EmitError>>()?;
+        let catalog = self.catalog.get(&self.store).await?;
+
+        // The final state of each document in the batch.
+        let mut final_doc: HashMap<(&str, &str), usize> = HashMap::new();
+        for (i, e) in events.iter().enumerate() {
+            final_doc.insert((e.entity_type.as_str(), e.name.as_str()), i);
+        }
+        // One delivery per (webhook, document), from its latest matching event.
+        let mut plan: Vec<Planned> = Vec::new();
+        let mut slot: HashMap<(i64, &str, &str), usize> = HashMap::new();
+        let mut superseded = 0;
+        for (i, e) in events.iter().enumerate() {
+            for sub in catalog.subscribers(&e.entity_type, &e.event) {
+                let key = (sub.webhook().id, e.entity_type.as_str(), e.name.as_str());
+                match slot.get(&key) {
+                    Some(&at) => {
+                        plan[at].event_index = i;
+                        superseded += 1;
+                    }
+                    None => {
+                        slot.insert(key, plan.len());
+                        plan.push(Planned { subscriber: sub.clone(), event_index: i });
+                    }
+                }
+            }
+        }
+
+        let now = Utc::now();
+        let grace = chrono::Duration::from_std(self.config.queue_grace).unwrap_or(chrono::Duration::minutes(10));
+        let mut rows = Vec::with_capacity(plan.len());
+        let mut synchronous = Vec::new();
+        for p in &plan {
+            let e = &events[p.event_index];
+            let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
+            let hook = p.subscriber.webhook();
+            let built = match p.subscriber.as_ref() {
+                Subscriber::Broken(_, err) => Err(format!("webhook templates do not compile: {err}")),
+                Subscriber::Ready(c) => match c.condition_holds(doc) {
+                    Ok(false) => continue,
+                    Ok(true) => c.build_request(doc, &self.config.policy).map_err(|e| e.to_string()),
+                    Err(err) => Err(format!("condition could not be evaluated: {err}")),
+                },
+            };
+            let workflow = e.event == WORKFLOW_TRANSITION;
+            let mut row = NewDelivery {
+                event_id: e.event_id.clone().unwrap_or_default(),
+                webhook_id: Some(hook.id),
+                webhook_name: hook.name.clone(),
+                entity_type: e.entity_type.clone(),
+                entity_name: e.name.clone(),
+                event: e.event.clone(),
+                url: hook.request_url.clone(),
+                method: hook.request_method.clone(),
+                headers: Value::Array(vec![]),
+                body: String::new(),
+                queue: hook.queue.clone(),
+                status: DeliveryStatus::Queued.as_str().into(),
+                attempts: 0,
+                max_attempts: if workflow { 1 } else { 1 + hook.max_retries.max(0) },
+                next_retry: Some(now + grace),
+                lease_expires_at: None,
+                error: None,
+            };
+            match built {
+                Ok(req) => {
+                    row.url = req.url;
+                    row.method = req.method;
+                    row.headers = serde_json::to_value(&req.headers).unwrap_or_default();
+                    row.body = req.body;
+                    if workflow {
+                        // Recorded already claimed for its one attempt: should
+                        // this process die mid-attempt, the row is Exhausted
+                        // when it comes due, never retried later.
+                        let lease = now
+                            + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN).unwrap_or_default();
+                        row.attempts = 1;
+                        row.lease_expires_at = Some(lease);
+                        row.next_retry = Some(lease);
+                        synchronous.push(rows.len());
+                    }
+                }
+                Err(reason) => {
+                    row.status = DeliveryStatus::Exhausted.as_str().into();
+                    row.next_retry = None;
+                    row.error = Some(format!("request could not be built: {reason}"));
+                }
+            }
+            rows.push((row, hook.clone()));
+        }
+
+        let new_rows: Vec<NewDelivery> = rows.iter().map(|(r, _)| r.clone()).collect();
+        let recorded = self
+            .store
+            .run(move |conn| conn.build_transaction().run(|conn| deliveries::insert(conn, &new_rows)))
+            .await?;
+
+        let mut report = EmitReport { events: events.len(), deliveries: Vec::new(), superseded, enqueue_error: None };
+        let by_key: HashMap<(String, String), usize> =
+            rows.iter().enumerate().map(|(i, (r, _))| ((r.event_id.clone(), r.webhook_name.clone()), i)).collect();
+        for r in &recorded {
+            let error = by_key.get(&(r.event_id.clone(), r.webhook_name.clone())).and_then(|&i| rows[i].0.error.clone());
+            report.deliveries.push(Delivery {
+                id: r.id,
+                event_id: r.event_id.clone(),
+                webhook: r.webhook_name.clone(),
+                status: r.status,
+                queue: r.queue.clone(),
+                duplicate: r.duplicate,
+                enqueued: false,
+                error,
+            });
+        }
+
+        // First attempts onto the queues (not workflow_transition, not duplicates).
+        let sync_keys: std::collections::HashSet<(String, String)> = synchronous
+            .iter()
+            .map(|&i| (rows[i].0.event_id.clone(), rows[i].0.webhook_name.clone()))
+            .collect();
+        let to_queue: Vec<usize> = report
+            .deliveries
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| {
+                d.status == DeliveryStatus::Queued
+                    && !d.duplicate
+                    && !sync_keys.contains(&(d.event_id.clone(), d.webhook.clone()))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !to_queue.is_empty() {
+            let items: Vec<Enqueue> = to_queue
+                .iter()
+                .map(|&i| Enqueue { log_id: report.deliveries[i].id, queue: report.deliveries[i].queue.clone() })
+                .collect();
+            match self.queue.enqueue(&items, &self.identity, self.config.queue_grace).await {
+                Ok(flags) => {
+                    for (&i, ok) in to_queue.iter().zip(flags) {
+                        report.deliveries[i].enqueued = ok;
+                    }
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "rows recorded but not queued ({e}); the sweeper sends them after the grace of {}",
+                        format_duration(self.config.queue_grace)
+                    );
+                    tracing::warn!(rows = items.len(), "{msg}");
+                    report.enqueue_error = Some(msg);
+                }
+            }
+        }
+
+        let mut failures = Vec::new();
+        for &i in &synchronous {
+            let (row, hook) = &rows[i];
+            let Some(d) = report
+                .deliveries
+                .iter_mut()
+                .find(|d| d.event_id == row.event_id && d.webhook == row.webhook_name)
+            else {
+                continue;
+            };
+            if d.duplicate {
+                continue;
+            }
+            let (status, error) = self.deliver_now(d.id, row, hook).await?;
+            d.status = status;
+            d.error = error.clone();
+            if status != DeliveryStatus::Delivered {
+                failures.push(format!("{}: {}", row.webhook_name, error.unwrap_or_default()));
+            }
+        }
+        if !failures.is_empty() {
+            return Err(EmitError::WorkflowTransition { report, failures });
+        }
+        Ok(report)
+    }
+
+    /// The one attempt of a workflow_transition row, recorded Delivered or
+    /// Exhausted.
+    async fn deliver_now(
+        &self,
+        log_id: i64,
+        row: &NewDelivery,
+        hook: &Webhook,
+    ) -> Result<(DeliveryStatus, Option<String>), StoreError> {
+        let claim = Claim {
+            log_id,
+            attempt: 1,
+            max_attempts: 1,
+            event_id: row.event_id.clone(),
+            webhook_name: row.webhook_name.clone(),
+            url: row.url.clone(),
+            method: row.method.clone(),
+            headers: serde_json::from_value(row.headers.clone()).unwrap_or_default(),
+            body: row.body.clone(),
+            timeout: hook.timeout(),
+            keys: hook.signing_keys(Utc::now()),
+            queue: row.queue.clone(),
+        };
+        let attempt = deliver::send(&self.http, &self.config.policy, &claim).await;
+        let outcome = deliver::judge(&claim, &attempt, &self.config.schedule, false);
+        let status = outcome.status;
+        let error = outcome.error.clone();
+        let identity = self.identity.clone();
+        self.store.run(move |conn| deliveries::record(conn, &[outcome], &identity)).await?;
+        Ok((status, error))
+    }
+}

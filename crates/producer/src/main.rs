@@ -1,0 +1,294 @@
+//! `hookfleet-producer`: emit events from the command line (one, or a
+//! newline-delimited file of them) or serve the HTTP ingest.
+
+use std::io::{BufRead, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use serde_json::{json, Value};
+
+use hookfleet_core::config::{init_tracing, Settings};
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::store::Store;
+use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
+use hookfleet_producer::{Batch, EmitError, EmitReport, Event, Producer, ProducerConfig};
+
+/// Events per transaction when emitting a file: large enough to amortise the
+/// round trips, small enough that one batch commits in tens of milliseconds.
+const DEFAULT_BATCH_SIZE: u64 = 500;
+
+/// Postgres connections: emits are sequential per process, the ingest serves
+/// concurrent requests.
+const POOL_SIZE: u32 = 8;
+
+#[derive(Parser)]
+#[command(name = "hookfleet-producer", version, about = "Turn application events into webhook deliveries")]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Emit one event, or a newline-delimited file of events with --batch.
+    Emit(EmitArgs),
+    /// Serve the HTTP ingest (POST /v1/events, POST /v1/events/batch).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "HOOKFLEET_INGEST_LISTEN", default_value = "127.0.0.1:8480")]
+        listen: SocketAddr,
+        /// Bearer token callers must present (Authorization: Bearer ...).
+        #[arg(long, env = "HOOKFLEET_INGEST_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct EmitArgs {
+    /// Entity type (Frappe's doctype), e.g. "Sales Order".
+    #[arg(long, required_unless_present = "batch")]
+    entity_type: Option<String>,
+    /// Event, e.g. on_submit or workflow_transition.
+    #[arg(long, required_unless_present = "batch")]
+    event: Option<String>,
+    /// The document's name, e.g. SO-0001.
+    #[arg(long, required_unless_present = "batch")]
+    name: Option<String>,
+    /// The document as a JSON object, from FILE or - for stdin (default:
+    /// {"doctype": T, "name": NAME}).
+    #[arg(long, value_name = "FILE|-", conflicts_with = "batch")]
+    doc: Option<String>,
+    /// Your own event id, making a repeated emit idempotent.
+    #[arg(long, conflicts_with = "batch")]
+    event_id: Option<String>,
+    /// Newline-delimited events ({"entity_type","event","name","doc"} per
+    /// line) from FILE or - for stdin. A malformed line is reported with its
+    /// number and skipped (exit code 1 at the end).
+    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["entity_type", "event", "name"])]
+    batch: Option<String>,
+    /// Events per transaction with --batch. Within one transaction only the
+    /// last state of a document reaches each webhook.
+    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    batch_size: u64,
+    /// Print the rows created as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn read_source(source: &str) -> anyhow::Result<Box<dyn BufRead>> {
+    Ok(if source == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let file = std::fs::File::open(PathBuf::from(source)).with_context(|| format!("cannot open {source}"))?;
+        Box::new(std::io::BufReader::new(file))
+    })
+}
+
+fn read_document(source: &str) -> anyhow::Result<Value> {
+    let mut text = String::new();
+    read_source(source)?
+        .take(MAX_DOCUMENT_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read {source}"))?;
+    if text.len() > MAX_DOCUMENT_BYTES {
+        anyhow::bail!("the document is over {MAX_DOCUMENT_BYTES} bytes");
+    }
+    let doc: Value = serde_json::from_str(&text).with_context(|| format!("{source} is not JSON"))?;
+    if !doc.is_object() {
+        anyhow::bail!("the document is not a JSON object");
+    }
+    Ok(doc)
+}
+
+fn print_report(report: &EmitReport, as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(report).unwrap_or_default());
+        return;
+    }
+    if report.deliveries.is_empty() {
+        println!("no enabled webhook matched (or every condition was false)");
+    }
+    for d in &report.deliveries {
+        let note = match (&d.error, d.duplicate, d.enqueued) {
+            (Some(e), _, _) => e.clone(),
+            (None, true, _) => "already recorded for this event id".into(),
+            (None, false, true) => "queued".into(),
+            (None, false, false) => String::new(),
+        };
+        println!("{:>8}  {:<10} {:<24} {}  {}", d.id, d.status, d.webhook, d.event_id, note);
+    }
+    if let Some(e) = &report.enqueue_error {
+        println!("note: {e}");
+    }
+}
+
+async fn emit_one(producer: &Producer, args: EmitArgs) -> anyhow::Result<ExitCode> {
+    let entity_type = args.entity_type.unwrap_or_default();
+    let name = args.name.unwrap_or_default();
+    let doc = match &args.doc {
+        Some(source) => read_document(source)?,
+        None => Value::Null,
+    };
+    let mut event = Event::new(&entity_type, &args.event.unwrap_or_default(), &name, doc);
+    event.event_id = args.event_id;
+    match producer.emit(event).await {
+        Ok(report) => {
+            print_report(&report, args.json);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(EmitError::WorkflowTransition { report, failures }) => {
+            print_report(&report, args.json);
+            eprintln!("error: workflow_transition delivery failed: {}", failures.join("; "));
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json: bool) -> anyhow::Result<ExitCode> {
+    let mut reader = read_source(source)?;
+    let mut line = String::new();
+    let (mut number, mut read, mut emitted) = (0usize, 0usize, 0usize);
+    let mut skipped: Vec<Value> = Vec::new();
+    let mut batch = Batch::new();
+    let mut totals = json!({"deliveries": 0, "queued": 0, "exhausted": 0, "delivered": 0, "duplicates": 0, "superseded": 0});
+    let mut failed_transitions = Vec::new();
+    let mut enqueue_errors = 0;
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_DOCUMENT_BYTES as u64 + 1)
+            .read_line(&mut line)
+            .with_context(|| format!("cannot read {source}"))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        let too_long = line.len() > MAX_DOCUMENT_BYTES && !line.ends_with('\n');
+        if too_long {
+            // Skip the rest of the oversized line.
+            let mut rest = Vec::new();
+            reader.read_until(b'\n', &mut rest)?;
+            eprintln!("line {number}: over {MAX_DOCUMENT_BYTES} bytes; skipped");
+            skipped.push(json!({"line": number, "error": format!("over {MAX_DOCUMENT_BYTES} bytes")}));
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        read += 1;
+        let parsed = serde_json::from_str::<Event>(line.trim())
+            .map_err(|e| e.to_string())
+            .and_then(|e| e.check().map_err(|e| e.to_string()));
+        match parsed {
+            Ok(event) => batch.push(event),
+            Err(e) => {
+                eprintln!("line {number}: {e}; skipped");
+                skipped.push(json!({"line": number, "error": e}));
+            }
+        }
+        if batch.len() >= batch_size {
+            emitted += flush(producer, std::mem::take(&mut batch), &mut totals, &mut failed_transitions, &mut enqueue_errors).await?;
+        }
+    }
+    if !batch.is_empty() {
+        emitted += flush(producer, batch, &mut totals, &mut failed_transitions, &mut enqueue_errors).await?;
+    }
+    let summary = json!({
+        "lines_read": read, "events_emitted": emitted, "skipped": skipped,
+        "totals": totals, "workflow_transition_failures": failed_transitions,
+        "batches_not_queued": enqueue_errors,
+    });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+    } else {
+        println!(
+            "{emitted} events emitted from {read} lines; {} skipped; deliveries: {} ({} queued, {} delivered, {} exhausted, {} duplicates, {} superseded by a later state)",
+            skipped.len(), totals["deliveries"], totals["queued"], totals["delivered"], totals["exhausted"],
+            totals["duplicates"], totals["superseded"]
+        );
+        if enqueue_errors > 0 {
+            println!("note: {enqueue_errors} batches were recorded but not queued; the sweeper sends them after the grace");
+        }
+    }
+    Ok(if skipped.is_empty() && failed_transitions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+async fn flush(
+    producer: &Producer,
+    batch: Batch,
+    totals: &mut Value,
+    failed: &mut Vec<String>,
+    enqueue_errors: &mut usize,
+) -> anyhow::Result<usize> {
+    let report = match producer.emit_batch(batch).await {
+        Ok(r) => r,
+        Err(EmitError::WorkflowTransition { report, failures }) => {
+            failed.extend(failures);
+            report
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let add = |totals: &mut Value, k: &str, n: usize| {
+        totals[k] = json!(totals[k].as_u64().unwrap_or(0) + n as u64);
+    };
+    add(totals, "deliveries", report.deliveries.len());
+    add(totals, "queued", report.deliveries.iter().filter(|d| d.enqueued).count());
+    add(totals, "delivered", report.deliveries.iter().filter(|d| d.status.as_str() == "Delivered").count());
+    add(totals, "exhausted", report.deliveries.iter().filter(|d| d.status.as_str() == "Exhausted").count());
+    add(totals, "duplicates", report.deliveries.iter().filter(|d| d.duplicate).count());
+    add(totals, "superseded", report.superseded);
+    if report.enqueue_error.is_some() {
+        *enqueue_errors += 1;
+    }
+    Ok(report.events)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = cli.settings;
+    init_tracing(&settings.log_format);
+    let store = Store::connect(&settings.database_url, POOL_SIZE)?;
+    let queue = RedisQueue::connect(&settings.redis_url, &settings.redis_prefix)?;
+    let producer = Producer::new(
+        store,
+        queue,
+        ProducerConfig {
+            schedule: settings.retry_schedule.clone(),
+            queue_grace: settings.queue_grace,
+            policy: Arc::new(settings.allowed_networks.clone()),
+        },
+    );
+    match cli.command {
+        Command::Emit(args) => match args.batch.clone() {
+            Some(source) => emit_file(&producer, &source, args.batch_size as usize, args.json).await,
+            None => emit_one(&producer, args).await,
+        },
+        Command::Serve { listen, token } => {
+            let shutdown = Shutdown::new();
+            shutdown.listen_for_signals();
+            let stop = shutdown.clone();
+            hookfleet_producer::ingest::serve(listen, Arc::new(producer), token, async move { stop.requested(1).await })
+                .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

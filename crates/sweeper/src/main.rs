@@ -1,0 +1,94 @@
+//! `hookfleet-sweeper`: `--once` for a CronJob, or a loop every `--interval`.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use hookfleet_core::backoff::Backoff;
+use hookfleet_core::config::{init_tracing, parse_duration, Settings};
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::store::Store;
+use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
+
+/// The largest batch a tick may take: beyond this a tick stops being quick.
+const MAX_BATCH_SIZE: u64 = 100_000;
+
+#[derive(Parser)]
+#[command(name = "hookfleet-sweeper", version, about = "Enqueue due retries and overdue first attempts")]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    /// Run one tick and exit (for a Kubernetes CronJob or a systemd timer).
+    #[arg(long, conflicts_with = "interval")]
+    once: bool,
+    /// Time between ticks when looping.
+    #[arg(long, env = "HOOKFLEET_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    interval: Duration,
+    /// Most rows one tick enqueues.
+    #[arg(long, env = "HOOKFLEET_SWEEP_BATCH_SIZE", default_value_t = DEFAULT_BATCH_SIZE as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH_SIZE))]
+    batch_size: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.settings.log_format);
+    let (store, queue) = match (
+        Store::connect(&cli.settings.database_url, 2),
+        RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix),
+    ) {
+        (Ok(s), Ok(q)) => (s, q),
+        (Err(e), _) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+        (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let sweeper = Sweeper::new(store, queue, cli.batch_size as usize, cli.settings.queue_grace);
+    if cli.once {
+        let started = Instant::now();
+        return match sweeper.tick().await {
+            Ok(r) => {
+                tracing::info!(due = r.due, enqueued = r.enqueued, skipped_in_flight = r.skipped_in_flight,
+                    ms = started.elapsed().as_millis() as u64, "tick");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: tick failed: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals();
+    tracing::info!(interval = ?cli.interval, batch_size = cli.batch_size, "sweeper started");
+    let mut backoff = Backoff::new();
+    while !shutdown.is_requested() {
+        let started = Instant::now();
+        let wait = match sweeper.tick().await {
+            Ok(r) => {
+                backoff.reset();
+                tracing::info!(due = r.due, enqueued = r.enqueued, skipped_in_flight = r.skipped_in_flight,
+                    ms = started.elapsed().as_millis() as u64, "tick");
+                cli.interval
+            }
+            Err(e) => {
+                let wait = backoff.next().min(cli.interval);
+                tracing::warn!(error = %e, retry_in = ?wait, "tick failed; trying again");
+                wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.requested(1) => break,
+        }
+    }
+    tracing::info!("sweeper stopped");
+    ExitCode::SUCCESS
+}

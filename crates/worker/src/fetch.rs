@@ -1,0 +1,262 @@
+//! The fetch loop: take jobs (as many as there are free delivery slots),
+//! claim their rows in one statement, and start one delivery per claimed row.
+//!
+//! A slot (a semaphore permit) is taken before a job is popped and freed only
+//! after its outcome is recorded and the job acked, so `--concurrency` is a
+//! hard cap on jobs held, not only on requests in flight.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use hookfleet_core::backoff::Backoff;
+use hookfleet_core::deliver::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::queue::{Job, RedisQueue};
+use hookfleet_core::store::deliveries::{self, ClaimBatch};
+use hookfleet_core::store::Store;
+
+use crate::record::Finished;
+use crate::stats::Counters;
+use crate::unit::UnitOfWork;
+use crate::WorkerConfig;
+
+/// How long a pop waits on an empty queue: the worker then looks at its other
+/// queues and at its shutdown flag, so a drain starts within a second.
+pub const BLOCK_TIME: Duration = Duration::from_secs(1);
+
+pub struct Fetcher {
+    pub store: Store,
+    pub queue: RedisQueue,
+    pub config: Arc<WorkerConfig>,
+    pub slots: Arc<Semaphore>,
+    pub counters: Arc<Counters>,
+    pub recorder: mpsc::UnboundedSender<Finished>,
+    pub http: reqwest::Client,
+    pub tasks: tokio::task::JoinSet<()>,
+    blocking: Option<MultiplexedConnection>,
+    next_queue: usize,
+}
+
+impl Fetcher {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        store: Store,
+        queue: RedisQueue,
+        config: Arc<WorkerConfig>,
+        slots: Arc<Semaphore>,
+        counters: Arc<Counters>,
+        recorder: mpsc::UnboundedSender<Finished>,
+        http: reqwest::Client,
+    ) -> Fetcher {
+        Fetcher {
+            store,
+            queue,
+            config,
+            slots,
+            counters,
+            recorder,
+            http,
+            tasks: tokio::task::JoinSet::new(),
+            blocking: None,
+            next_queue: 0,
+        }
+    }
+
+    fn processing(&self, queue: &str) -> String {
+        self.queue.keys().processing(queue, &self.config.worker_id)
+    }
+
+    /// Runs until shutdown is requested; then returns with every job it took
+    /// started (deliveries still in flight are in `tasks`).
+    pub async fn run(&mut self) {
+        let mut backoff = Backoff::new();
+        while !self.config.shutdown.is_requested() {
+            let first = tokio::select! {
+                permit = self.slots.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = self.config.shutdown.requested(1) => return,
+            };
+            let mut permits = vec![first];
+            while permits.len() < self.config.fetch_batch {
+                match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            match self.take(permits.len()).await {
+                Ok(units) => {
+                    backoff.reset();
+                    if units.is_empty() {
+                        continue;
+                    }
+                    permits.truncate(units.len());
+                    self.dispatch(units, permits).await;
+                }
+                Err(e) => {
+                    let wait = backoff.next();
+                    tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
+                    self.blocking = None;
+                    drop(permits);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.config.shutdown.requested(1) => return,
+                    }
+                }
+            }
+            // Reap finished delivery tasks so the set does not grow.
+            while self.tasks.try_join_next().is_some() {}
+        }
+    }
+
+    /// Takes up to `max` jobs: without waiting from each queue in turn, then,
+    /// if all were empty, waiting up to [`BLOCK_TIME`] on one of them.
+    async fn take(&mut self, max: usize) -> Result<Vec<UnitOfWork>, hookfleet_core::QueueError> {
+        let queues = self.config.queues.clone();
+        let mut units = Vec::new();
+        for i in 0..queues.len() {
+            let q = &queues[(self.next_queue + i) % queues.len()];
+            if units.len() >= max {
+                break;
+            }
+            let processing = self.processing(q);
+            for raw in self.queue.take(q, &processing, max - units.len()).await? {
+                units.push(UnitOfWork { queue: q.clone(), processing: processing.clone(), raw, log_id: None });
+            }
+        }
+        if !units.is_empty() {
+            return Ok(units);
+        }
+        let q = queues[self.next_queue % queues.len()].clone();
+        self.next_queue = (self.next_queue + 1) % queues.len();
+        let block = BLOCK_TIME / queues.len() as u32;
+        if self.blocking.is_none() {
+            self.blocking = Some(self.queue.blocking_connection(block).await?);
+        }
+        let processing = self.processing(&q);
+        let queue_key = self.queue.keys().queue(&q);
+        let conn = self.blocking.as_mut().expect("set above");
+        // Not raced against shutdown: a pop abandoned half-way may still move
+        // a job (PITFALLS 2), so it is always allowed to finish.
+        if let Some(raw) = RedisQueue::take_blocking(conn, &queue_key, &processing, block).await? {
+            units.push(UnitOfWork { queue: q, processing, raw, log_id: None });
+        }
+        Ok(units)
+    }
+
+    /// Parses, claims and starts the taken jobs.
+    async fn dispatch(&mut self, mut units: Vec<UnitOfWork>, mut permits: Vec<OwnedSemaphorePermit>) {
+        let worker = self.config.worker_id.clone();
+        let mut ids = Vec::with_capacity(units.len());
+        let mut kept = Vec::with_capacity(units.len());
+        for mut unit in units.drain(..) {
+            match Job::decode(&unit.raw) {
+                Ok(job) => {
+                    unit.log_id = Some(job.log_id);
+                    ids.push(job.log_id);
+                    kept.push(unit);
+                }
+                Err(reason) => self.dead_letter(&unit, &reason, &worker).await,
+            }
+        }
+        if kept.is_empty() {
+            return;
+        }
+        let Some(batch) = self.claim(ids).await else {
+            // Told to stop at once while the database was down: the jobs stay
+            // in the processing list for the reaper.
+            return;
+        };
+        let ClaimBatch { claimed, exhausted, missing, .. } = batch;
+        let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
+        let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
+        let missing: std::collections::HashSet<i64> = missing.into_iter().collect();
+        let mut done: Vec<(UnitOfWork, bool)> = Vec::new();
+        for unit in kept {
+            let id = unit.log_id.expect("parsed above");
+            if let Some(claim) = claims.remove(&id) {
+                let permit = permits.pop().expect("one permit per unit");
+                self.start(unit, claim, permit);
+            } else if let Some(reason) = exhausted.get(&id) {
+                Counters::add(&self.counters.exhausted, 1);
+                tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
+                done.push((unit, true));
+            } else if missing.contains(&id) {
+                self.dead_letter(&unit, &format!("job names log id {id}, which does not exist"), &worker).await;
+            } else {
+                // Terminal, leased elsewhere, not due, or a second job for a
+                // row this batch already claimed.
+                Counters::add(&self.counters.stale, 1);
+                tracing::debug!(log_id = id, "stale job dropped without a request");
+                done.push((unit, false));
+            }
+        }
+        if !done.is_empty() {
+            let mut backoff = Backoff::new();
+            while let Err(e) = UnitOfWork::acknowledge_all(&self.queue, &done).await {
+                let wait = backoff.next();
+                tracing::warn!(error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.config.shutdown.requested(2) => break,
+                }
+            }
+        }
+        drop(permits);
+    }
+
+    /// Claims rows, retrying while the database is unavailable. None: told to
+    /// stop at once meanwhile.
+    async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
+        let ids = Arc::new(ids);
+        let mut backoff = Backoff::new();
+        loop {
+            let ids2 = ids.clone();
+            match self.store.run(move |c| deliveries::claim(c, &ids2, LEASE_MARGIN)).await {
+                Ok(batch) => return Some(batch),
+                Err(e) => {
+                    let wait = backoff.next();
+                    tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
+                        "cannot claim rows; holding the jobs and retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.config.shutdown.requested(2) => return None,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn dead_letter(&self, unit: &UnitOfWork, reason: &str, worker: &str) {
+        Counters::add(&self.counters.dead_lettered, 1);
+        tracing::warn!(job = %unit.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
+        let mut backoff = Backoff::new();
+        while let Err(e) = unit.dead_letter(&self.queue, reason, worker).await {
+            let wait = backoff.next();
+            tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.config.shutdown.requested(2) => return,
+            }
+        }
+    }
+
+    /// Starts one delivery; its outcome goes to the recorder with its slot.
+    fn start(&mut self, unit: UnitOfWork, claim: Claim, permit: OwnedSemaphorePermit) {
+        let http = self.http.clone();
+        let config = self.config.clone();
+        let recorder = self.recorder.clone();
+        self.tasks.spawn(async move {
+            let report = deliver::send(&http, &config.policy, &claim).await;
+            let outcome = deliver::judge(&claim, &report, &config.schedule, true);
+            tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
+                code = ?report.response_code, "attempt finished");
+            // The recorder outlives every delivery task.
+            let _ = recorder.send(Finished { outcome, unit, permit });
+        });
+    }
+}

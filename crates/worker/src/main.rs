@@ -1,0 +1,76 @@
+//! `hookfleet-worker`: delivers webhooks from one or more queues.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+
+use hookfleet_core::config::{init_tracing, parse_duration, Settings};
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::store::Store;
+use hookfleet_worker::{WorkerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_FETCH_BATCH};
+
+/// The most deliveries one process runs at once; more is more processes.
+const MAX_CONCURRENCY: usize = 10_000;
+
+#[derive(Parser)]
+#[command(name = "hookfleet-worker", version, about = "Deliver webhooks from Redis queues")]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    /// Queues to take jobs from, comma-separated.
+    #[arg(long, env = "HOOKFLEET_QUEUES", default_value = "default", value_delimiter = ',')]
+    queues: Vec<String>,
+    /// Most deliveries at once (a hard cap on jobs held).
+    #[arg(long, env = "HOOKFLEET_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
+    concurrency: u64,
+    /// How long SIGTERM waits for deliveries in flight before exiting.
+    #[arg(long, env = "HOOKFLEET_DRAIN_TIMEOUT", default_value = "65s", value_parser = parse_duration)]
+    drain_timeout: Duration,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.settings.log_format);
+    let queues: Vec<String> = cli.queues.iter().map(|q| q.trim().to_string()).filter(|q| !q.is_empty()).collect();
+    if queues.is_empty() {
+        eprintln!("error: --queues names no queue");
+        return ExitCode::from(2);
+    }
+    let concurrency = cli.concurrency as usize;
+    // Enough connections that claims and outcome writes never wait on each
+    // other; Postgres copes with a handful per worker.
+    let store = match Store::connect(&cli.settings.database_url, 4) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let queue = match RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let shutdown = Shutdown::new();
+    shutdown.listen_for_signals();
+    let config = WorkerConfig {
+        worker_id: WorkerConfig::new_worker_id(),
+        queues,
+        concurrency,
+        fetch_batch: DEFAULT_FETCH_BATCH.min(concurrency),
+        schedule: cli.settings.retry_schedule.clone(),
+        policy: Arc::new(cli.settings.allowed_networks.clone()),
+        drain_timeout: cli.drain_timeout,
+        shutdown,
+    };
+    let _ = DEFAULT_DRAIN_TIMEOUT;
+    hookfleet_worker::run(store, queue, config).await;
+    ExitCode::SUCCESS
+}

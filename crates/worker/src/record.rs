@@ -1,0 +1,138 @@
+//! The recorder: writes attempt outcomes to Postgres in batches, then acks
+//! their jobs and releases their in-flight keys in one Redis round trip, and
+//! only then frees the delivery slots.
+//!
+//! Under load, outcomes pile up while a batch is being written, so the next
+//! write carries them all: the batch size follows the load with no timer.
+//! When Postgres does not answer, the recorder keeps the jobs (no ack) and
+//! retries with backoff; since the slots stay taken, the worker pops nothing
+//! new until the database answers.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use hookfleet_core::deliver::Outcome;
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::store::{deliveries, Store};
+
+use hookfleet_core::backoff::Backoff;
+use crate::stats::Counters;
+use crate::unit::UnitOfWork;
+
+/// Most outcomes per write: one statement of a few hundred rows commits in a
+/// few milliseconds, and bounds the work redone if it fails.
+pub const RECORD_BATCH: usize = 256;
+
+/// A finished attempt waiting to be recorded; the permit is its delivery slot.
+pub struct Finished {
+    pub outcome: Outcome,
+    pub unit: UnitOfWork,
+    pub permit: OwnedSemaphorePermit,
+}
+
+pub struct Recorder {
+    pub store: Store,
+    pub queue: RedisQueue,
+    pub worker_id: String,
+    pub counters: Arc<Counters>,
+    pub shutdown: Shutdown,
+}
+
+impl Recorder {
+    /// Runs until every sender is gone and every outcome is recorded (or a
+    /// second shutdown request says stop now).
+    pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Finished>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < RECORD_BATCH {
+                match rx.try_recv() {
+                    Ok(f) => batch.push(f),
+                    Err(_) => break,
+                }
+            }
+            if !self.write(&batch).await {
+                return;
+            }
+            self.acknowledge(batch).await;
+        }
+    }
+
+    /// Writes the outcomes; false when told to stop before it could.
+    async fn write(&self, batch: &[Finished]) -> bool {
+        let outcomes: Arc<Vec<Outcome>> = Arc::new(batch.iter().map(|f| f.outcome.clone()).collect());
+        let mut backoff = Backoff::new();
+        loop {
+            let (batch_outcomes, worker) = (outcomes.clone(), self.worker_id.clone());
+            match self.store.run(move |c| deliveries::record(c, &batch_outcomes, &worker)).await {
+                Ok(updated) => {
+                    self.count(&outcomes, &updated);
+                    return true;
+                }
+                Err(e) if e.is_transient() => {
+                    let wait = backoff.next();
+                    tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
+                        "cannot record outcomes; holding their jobs and retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.shutdown.requested(2) => return false,
+                    }
+                }
+                Err(e) => {
+                    // Not the database's availability: retrying the same write
+                    // would fail the same way. The rows keep their lease and
+                    // come due again when it ends, so nothing is lost.
+                    tracing::error!(outcomes = outcomes.len(), error = %e,
+                        "outcomes could not be recorded; their rows come due again when their lease ends");
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn count(&self, outcomes: &[Outcome], updated: &[i64]) {
+        let updated: std::collections::HashSet<i64> = updated.iter().copied().collect();
+        for o in outcomes {
+            if !updated.contains(&o.log_id) {
+                Counters::add(&self.counters.fenced, 1);
+                tracing::warn!(log_id = o.log_id, attempt = o.attempt,
+                    "outcome not recorded: the row was claimed again after this attempt's lease ended");
+                continue;
+            }
+            let counter = match o.status {
+                DeliveryStatus::Delivered => &self.counters.delivered,
+                DeliveryStatus::Failed => &self.counters.failed,
+                _ => &self.counters.exhausted,
+            };
+            Counters::add(counter, 1);
+            tracing::debug!(log_id = o.log_id, attempt = o.attempt, status = %o.status,
+                code = ?o.response_code, error = ?o.error, "attempt recorded");
+        }
+    }
+
+    async fn acknowledge(&self, batch: Vec<Finished>) {
+        let units: Vec<(UnitOfWork, bool)> = batch.iter().map(|f| (f.unit.clone(), true)).collect();
+        let mut backoff = Backoff::new();
+        loop {
+            match UnitOfWork::acknowledge_all(&self.queue, &units).await {
+                Ok(()) => break,
+                Err(e) => {
+                    let wait = backoff.next();
+                    tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait,
+                        "outcomes recorded but jobs not acked; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        // The outcomes are written; a job left in the
+                        // processing list finds a terminal or not-due row
+                        // when recovered, and is dropped.
+                        _ = self.shutdown.requested(2) => break,
+                    }
+                }
+            }
+        }
+        drop(batch);
+    }
+}
+

@@ -1,0 +1,44 @@
+//! A job a worker has taken: it sits in the worker's processing list until it
+//! is acknowledged (done: removed), dead-lettered (unusable: moved to the
+//! dead-letter list with the reason) or requeued (not started: put back at
+//! the head of its queue). Nothing else removes it, so a worker that dies
+//! holding it leaves it where the reaper finds it.
+
+use hookfleet_core::error::QueueError;
+use hookfleet_core::queue::RedisQueue;
+
+/// One taken job.
+#[derive(Debug, Clone)]
+pub struct UnitOfWork {
+    /// The queue it came from.
+    pub queue: String,
+    /// The processing list holding it.
+    pub processing: String,
+    /// The job exactly as popped (LREM needs the same bytes).
+    pub raw: String,
+    /// The row it names, once parsed.
+    pub log_id: Option<i64>,
+}
+
+impl UnitOfWork {
+    /// Acknowledges many units in one round trip. `release` says, per unit,
+    /// whether its row's in-flight key is released too (only once the
+    /// attempt's outcome is written).
+    pub async fn acknowledge_all(queue: &RedisQueue, units: &[(UnitOfWork, bool)]) -> Result<(), QueueError> {
+        let items: Vec<(String, String, Option<i64>)> = units
+            .iter()
+            .map(|(u, release)| (u.processing.clone(), u.raw.clone(), if *release { u.log_id } else { None }))
+            .collect();
+        queue.ack(&items).await
+    }
+
+    /// Moves the job to the dead-letter list with `reason`.
+    pub async fn dead_letter(&self, queue: &RedisQueue, reason: &str, worker: &str) -> Result<(), QueueError> {
+        queue.dead_letter(&self.processing, &self.raw, reason, worker).await
+    }
+
+    /// Puts a job that was not started back where the next pop finds it first.
+    pub async fn requeue(&self, queue: &RedisQueue) -> Result<(), QueueError> {
+        queue.requeue(&self.processing, &self.queue, &self.raw).await
+    }
+}
