@@ -111,12 +111,19 @@ fn attempt_view(a: &DeliveryAttempt) -> Value {
 }
 
 fn time(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_else(|| "-".into())
+    t.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| "-".into())
 }
 
 /// Puts replayed rows on their queues now rather than at the next sweep.
 async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Duration) -> String {
-    let items: Vec<Enqueue> = rows.iter().map(|r| Enqueue { log_id: r.id, queue: r.queue.clone() }).collect();
+    let items: Vec<Enqueue> = rows
+        .iter()
+        .map(|r| Enqueue {
+            log_id: r.id,
+            queue: r.queue.clone(),
+        })
+        .collect();
     match queue.enqueue(&items, "cli:replay", ttl).await {
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();
@@ -137,11 +144,23 @@ pub async fn run(
     command: DeliveryCommand,
 ) -> anyhow::Result<()> {
     match command {
-        DeliveryCommand::List { status, webhook, limit, json } => {
-            let filter = ListFilter { status, webhook, limit };
+        DeliveryCommand::List {
+            status,
+            webhook,
+            limit,
+            json,
+        } => {
+            let filter = ListFilter {
+                status,
+                webhook,
+                limit,
+            };
             let rows = store.run_sync(|c| deliveries::list(c, &filter))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows.iter().map(view).collect::<Vec<_>>())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rows.iter().map(view).collect::<Vec<_>>())?
+                );
             } else {
                 let table_rows: Vec<Vec<String>> = rows
                     .iter()
@@ -153,20 +172,33 @@ pub async fn run(
                             format!("{} {}", d.entity_type, d.entity_name),
                             d.event.clone(),
                             format!("{}/{}", d.attempts, d.max_attempts),
-                            d.response_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                            d.response_code
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "-".into()),
                             time(d.next_retry),
                             table::clip(d.error.as_deref().unwrap_or(""), 60),
                         ]
                     })
                     .collect();
                 table::print(
-                    &["ID", "STATUS", "WEBHOOK", "DOCUMENT", "EVENT", "ATTEMPTS", "CODE", "NEXT RETRY", "ERROR"],
+                    &[
+                        "ID",
+                        "STATUS",
+                        "WEBHOOK",
+                        "DOCUMENT",
+                        "EVENT",
+                        "ATTEMPTS",
+                        "CODE",
+                        "NEXT RETRY",
+                        "ERROR",
+                    ],
                     &table_rows,
                 );
             }
         }
         DeliveryCommand::Show { id, json } => {
-            let (row, attempts) = store.run_sync(|c| Ok((deliveries::get(c, id)?, deliveries::attempts(c, id)?)))?;
+            let (row, attempts) =
+                store.run_sync(|c| Ok((deliveries::get(c, id)?, deliveries::attempts(c, id)?)))?;
             if json {
                 let mut v = view(&row);
                 v["attempt_log"] = Value::Array(attempts.iter().map(attempt_view).collect());
@@ -174,9 +206,24 @@ pub async fn run(
             } else {
                 let v = view(&row);
                 for key in [
-                    "id", "event_id", "webhook", "entity_type", "entity_name", "event", "method", "url", "queue",
-                    "status", "attempts", "max_attempts", "next_retry", "in_flight_until", "response_code", "error",
-                    "created_at", "updated_at",
+                    "id",
+                    "event_id",
+                    "webhook",
+                    "entity_type",
+                    "entity_name",
+                    "event",
+                    "method",
+                    "url",
+                    "queue",
+                    "status",
+                    "attempts",
+                    "max_attempts",
+                    "next_retry",
+                    "in_flight_until",
+                    "response_code",
+                    "error",
+                    "created_at",
+                    "updated_at",
                 ] {
                     let text = match &v[key] {
                         Value::Null => "-".to_string(),
@@ -186,7 +233,11 @@ pub async fn run(
                     println!("{key:<16} {text}");
                 }
                 for h in v["headers"].as_array().into_iter().flatten() {
-                    println!("header           {}: {}", h["key"].as_str().unwrap_or(""), h["value"].as_str().unwrap_or(""));
+                    println!(
+                        "header           {}: {}",
+                        h["key"].as_str().unwrap_or(""),
+                        h["value"].as_str().unwrap_or("")
+                    );
                 }
                 println!("body             {}", row.body);
                 if let Some(b) = &row.response_body {
@@ -200,16 +251,25 @@ pub async fn run(
                             a.attempt.to_string(),
                             time(Some(a.started_at)),
                             format!("{} ms", a.duration_ms),
-                            a.response_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                            a.response_code
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "-".into()),
                             table::clip(a.error.as_deref().unwrap_or(""), 60),
                             a.worker.clone(),
                         ]
                     })
                     .collect();
-                table::print(&["ATTEMPT", "STARTED", "TOOK", "CODE", "ERROR", "WORKER"], &rows);
+                table::print(
+                    &["ATTEMPT", "STARTED", "TOOK", "CODE", "ERROR", "WORKER"],
+                    &rows,
+                );
             }
         }
-        DeliveryCommand::Retry { id: Some(id), force, .. } => {
+        DeliveryCommand::Retry {
+            id: Some(id),
+            force,
+            ..
+        } => {
             let replayed = store.run_sync(|c| deliveries::replay(c, id, force))?;
             let note = enqueue_now(queue, std::slice::from_ref(&replayed), grace).await;
             println!(
@@ -217,7 +277,13 @@ pub async fn run(
                 replayed.previous_status, replayed.next_attempt
             );
         }
-        DeliveryCommand::Retry { id: None, webhook: Some(webhook), status: Some(status), since: Some(since), .. } => {
+        DeliveryCommand::Retry {
+            id: None,
+            webhook: Some(webhook),
+            status: Some(status),
+            since: Some(since),
+            ..
+        } => {
             if !matches!(status, DeliveryStatus::Failed | DeliveryStatus::Exhausted) {
                 bail!("bulk replay takes --status Failed or Exhausted");
             }
@@ -228,17 +294,23 @@ pub async fn run(
                 println!("no {status} deliveries of {webhook} since {since}; nothing replayed");
             } else {
                 let note = enqueue_now(queue, &rows, grace).await;
-                println!("{} deliveries of {webhook} replayed ({status} → Failed, due now); {note}", rows.len());
+                println!(
+                    "{} deliveries of {webhook} replayed ({status} → Failed, due now); {note}",
+                    rows.len()
+                );
             }
         }
-        DeliveryCommand::Retry { .. } => bail!("give a delivery ID, or --webhook, --status and --since"),
+        DeliveryCommand::Retry { .. } => {
+            bail!("give a delivery ID, or --webhook, --status and --since")
+        }
     }
     Ok(())
 }
 
 /// `hookfleet stats`.
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
-    let (counts, queues) = store.run_sync(|c| Ok((deliveries::counts(c)?, webhooks::queue_names(c)?)))?;
+    let (counts, queues) =
+        store.run_sync(|c| Ok((deliveries::counts(c)?, webhooks::queue_names(c)?)))?;
     let mut queues = queues;
     if !queues.iter().any(|q| q == "default") {
         queues.insert(0, "default".into());
@@ -275,8 +347,10 @@ pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Res
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
-    println!("rows        Queued {}  Delivered {}  Failed {}  Exhausted {}",
-        counts.queued, counts.delivered, counts.failed, counts.exhausted);
+    println!(
+        "rows        Queued {}  Delivered {}  Failed {}  Exhausted {}",
+        counts.queued, counts.delivered, counts.failed, counts.exhausted
+    );
     for (q, n) in &depths {
         println!("queue       {q}: {n} waiting");
     }

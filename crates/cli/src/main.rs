@@ -19,7 +19,11 @@ use crate::delivery::DeliveryCommand;
 use crate::webhook::WebhookCommand;
 
 #[derive(Parser)]
-#[command(name = "hookfleet", version, about = "Operate a hookfleet: schema, webhooks, deliveries, stats")]
+#[command(
+    name = "hookfleet",
+    version,
+    about = "Operate a hookfleet: schema, webhooks, deliveries, stats"
+)]
 struct Cli {
     #[command(flatten)]
     settings: Settings,

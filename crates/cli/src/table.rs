@@ -30,6 +30,12 @@ pub fn clip(text: &str, max: usize) -> String {
     if one_line.chars().count() <= max {
         one_line
     } else {
-        format!("{}…", one_line.chars().take(max.saturating_sub(1)).collect::<String>())
+        format!(
+            "{}…",
+            one_line
+                .chars()
+                .take(max.saturating_sub(1))
+                .collect::<String>()
+        )
     }
 }

@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use hookfleet_core::config::{format_duration, parse_duration};
-use hookfleet_core::model::{display_header_value, FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec};
+use hookfleet_core::model::{
+    display_header_value, FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
+};
 use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
@@ -161,7 +163,10 @@ fn parse_headers(raw: &[String]) -> Vec<Header> {
     raw.iter()
         .map(|h| {
             let (key, value) = split_pair(h);
-            Header { key, value: value.unwrap_or_default() }
+            Header {
+                key,
+                value: value.unwrap_or_default(),
+            }
         })
         .collect()
 }
@@ -207,7 +212,9 @@ impl Definition {
         }
         if let Some(path) = &self.secret_file {
             let text = read_file(path, "secret")?;
-            spec.secret = Some(Secret::new(text.lines().next().unwrap_or("").trim().to_string()));
+            spec.secret = Some(Secret::new(
+                text.lines().next().unwrap_or("").trim().to_string(),
+            ));
         }
         if let Some(v) = &self.timeout {
             spec.timeout = parse_duration(v).map_err(|e| anyhow::anyhow!("--timeout: {e}"))?;
@@ -244,7 +251,9 @@ pub fn view(w: &Webhook) -> Value {
         .iter()
         .map(|h| json!({ "key": h.key, "value": display_header_value(&h.key, &h.value) }))
         .collect();
-    let rotating = w.previous_secret.is_some() && w.previous_secret_expires_at.is_some_and(|t| t > chrono::Utc::now());
+    let rotating = w.previous_secret.is_some()
+        && w.previous_secret_expires_at
+            .is_some_and(|t| t > chrono::Utc::now());
     json!({
         "name": w.name,
         "entity_type": w.entity_type,
@@ -279,8 +288,20 @@ fn print_one(w: &Webhook) {
         println!("{k:<20} {text}");
     };
     for key in [
-        "name", "entity_type", "event", "request_url", "dynamic_url", "request_method", "request_structure",
-        "condition", "enabled", "signed", "secret_rotation_until", "timeout", "queue", "max_retries",
+        "name",
+        "entity_type",
+        "event",
+        "request_url",
+        "dynamic_url",
+        "request_method",
+        "request_structure",
+        "condition",
+        "enabled",
+        "signed",
+        "secret_rotation_until",
+        "timeout",
+        "queue",
+        "max_retries",
     ] {
         show(key, &v[key]);
     }
@@ -291,7 +312,11 @@ fn print_one(w: &Webhook) {
         println!("field                {} -> {}", f.field, f.key);
     }
     for h in v["headers"].as_array().into_iter().flatten() {
-        println!("header               {}: {}", h["key"].as_str().unwrap_or(""), h["value"].as_str().unwrap_or(""));
+        println!(
+            "header               {}: {}",
+            h["key"].as_str().unwrap_or(""),
+            h["value"].as_str().unwrap_or("")
+        );
     }
     show("created_at", &v["created_at"]);
     show("updated_at", &v["updated_at"]);
@@ -301,8 +326,14 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
     match command {
-        WebhookCommand::Add { name, fields, disabled } => {
-            let (Some(entity_type), Some(event), Some(url)) = (&fields.entity_type, &fields.event, &fields.url) else {
+        WebhookCommand::Add {
+            name,
+            fields,
+            disabled,
+        } => {
+            let (Some(entity_type), Some(event), Some(url)) =
+                (&fields.entity_type, &fields.event, &fields.url)
+            else {
                 bail!("webhook add needs --entity-type, --event and --url");
             };
             let mut spec = WebhookSpec {
@@ -326,13 +357,22 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             fields.apply(&mut spec)?;
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
             let w = store.run_sync(|c| webhooks::insert(c, &WebhookRow::from(&spec)))?;
-            println!("added webhook {} ({} {} → {}){}", w.name, w.entity_type, w.event, w.request_url,
-                if w.secret.is_some() { ", signed" } else { "" });
+            println!(
+                "added webhook {} ({} {} → {}){}",
+                w.name,
+                w.entity_type,
+                w.event,
+                w.request_url,
+                if w.secret.is_some() { ", signed" } else { "" }
+            );
         }
         WebhookCommand::List { json } => {
             let all = store.run_sync(webhooks::list)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&all.iter().map(view).collect::<Vec<_>>())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&all.iter().map(view).collect::<Vec<_>>())?
+                );
             } else {
                 let rows: Vec<Vec<String>> = all
                     .iter()
@@ -350,7 +390,20 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                         ]
                     })
                     .collect();
-                table::print(&["NAME", "ENTITY TYPE", "EVENT", "METHOD", "URL", "ENABLED", "SIGNED", "QUEUE", "RETRIES"], &rows);
+                table::print(
+                    &[
+                        "NAME",
+                        "ENTITY TYPE",
+                        "EVENT",
+                        "METHOD",
+                        "URL",
+                        "ENABLED",
+                        "SIGNED",
+                        "QUEUE",
+                        "RETRIES",
+                    ],
+                    &rows,
+                );
             }
         }
         WebhookCommand::Show { name, json } => {
@@ -398,9 +451,17 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             }
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
             let w = store.run_sync(|c| webhooks::update(c, &name, &WebhookRow::from(&spec)))?;
-            let rotated = current.secret.is_some() && w.secret.is_some() && current.secret != w.secret;
-            println!("updated webhook {}{}", w.name,
-                if rotated { " (secret rotated: the previous one also signs for 24h)" } else { "" });
+            let rotated =
+                current.secret.is_some() && w.secret.is_some() && current.secret != w.secret;
+            println!(
+                "updated webhook {}{}",
+                w.name,
+                if rotated {
+                    " (secret rotated: the previous one also signs for 24h)"
+                } else {
+                    ""
+                }
+            );
         }
         WebhookCommand::Enable { name } => {
             let w = store.run_sync(|c| webhooks::set_enabled(c, &name, true))?;

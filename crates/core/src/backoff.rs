@@ -22,7 +22,9 @@ impl Default for Backoff {
 
 impl Backoff {
     pub fn new() -> Backoff {
-        Backoff { next: BACKOFF_START }
+        Backoff {
+            next: BACKOFF_START,
+        }
     }
 
     /// The wait before the next try.

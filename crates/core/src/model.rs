@@ -412,7 +412,9 @@ pub fn check_event_id(id: &str) -> Result<(), String> {
         return Err("an event id has 1 to 128 characters".into());
     }
     if !id.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(format!("event id {id:?} may only use printable ASCII without spaces"));
+        return Err(format!(
+            "event id {id:?} may only use printable ASCII without spaces"
+        ));
     }
     Ok(())
 }

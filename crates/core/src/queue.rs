@@ -317,7 +317,12 @@ impl RedisQueue {
 
     /// Puts a taken job back at the consuming end of its queue, atomically
     /// with removing it from the processing list (same hash tag, same slot).
-    pub async fn requeue(&self, processing: &str, queue: &str, job: &str) -> Result<(), QueueError> {
+    pub async fn requeue(
+        &self,
+        processing: &str,
+        queue: &str,
+        job: &str,
+    ) -> Result<(), QueueError> {
         let mut conn = self.conn().await?;
         redis::pipe()
             .atomic()

@@ -29,7 +29,10 @@ impl Shutdown {
         let this = self.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
                 tracing::error!("cannot listen for signals; stop this process with SIGKILL");
                 return;
             };

@@ -24,7 +24,9 @@ use serde_json::Value;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver::{self, Claim, LEASE_MARGIN};
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::{check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook};
+use hookfleet_core::model::{
+    check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook,
+};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::ssrf::NetworkPolicy;
@@ -57,12 +59,22 @@ pub struct Event {
 
 impl Event {
     pub fn new(entity_type: &str, event: &str, name: &str, doc: Value) -> Event {
-        Event { entity_type: entity_type.into(), event: event.into(), name: name.into(), doc, event_id: None }
+        Event {
+            entity_type: entity_type.into(),
+            event: event.into(),
+            name: name.into(),
+            doc,
+            event_id: None,
+        }
     }
 
     /// Refuses what cannot be an event; fills in a missing document.
     pub fn check(mut self) -> Result<Event, EmitError> {
-        for (what, v) in [("entity type", &self.entity_type), ("event", &self.event), ("name", &self.name)] {
+        for (what, v) in [
+            ("entity type", &self.entity_type),
+            ("event", &self.event),
+            ("name", &self.name),
+        ] {
             if v.trim().is_empty() {
                 return Err(EmitError::Invalid(format!("the {what} is empty")));
             }
@@ -75,7 +87,11 @@ impl Event {
                 self.doc = serde_json::json!({ "doctype": self.entity_type, "name": self.name });
             }
             Value::Object(_) => {}
-            _ => return Err(EmitError::Invalid("the document is not a JSON object".into())),
+            _ => {
+                return Err(EmitError::Invalid(
+                    "the document is not a JSON object".into(),
+                ))
+            }
         }
         Ok(self)
     }
@@ -119,7 +135,10 @@ pub enum EmitError {
     Store(#[from] StoreError),
     /// A workflow_transition delivery failed (recorded Exhausted).
     #[error("workflow_transition delivery failed: {}", .failures.join("; "))]
-    WorkflowTransition { report: EmitReport, failures: Vec<String> },
+    WorkflowTransition {
+        report: EmitReport,
+        failures: Vec<String>,
+    },
 }
 
 /// Producer settings.
@@ -177,7 +196,14 @@ struct Planned {
 impl Producer {
     pub fn new(store: Store, queue: RedisQueue, config: ProducerConfig) -> Producer {
         let http = deliver::http_client(config.policy.clone());
-        Producer { store, queue, config, catalog: CatalogCache::default(), http, identity: process_identity("producer") }
+        Producer {
+            store,
+            queue,
+            config,
+            catalog: CatalogCache::default(),
+            http,
+            identity: process_identity("producer"),
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -223,14 +249,18 @@ impl Producer {
                     }
                     None => {
                         slot.insert(key, plan.len());
-                        plan.push(Planned { subscriber: sub.clone(), event_index: i });
+                        plan.push(Planned {
+                            subscriber: sub.clone(),
+                            event_index: i,
+                        });
                     }
                 }
             }
         }
 
         let now = Utc::now();
-        let grace = chrono::Duration::from_std(self.config.queue_grace).unwrap_or(chrono::Duration::minutes(10));
+        let grace = chrono::Duration::from_std(self.config.queue_grace)
+            .unwrap_or(chrono::Duration::minutes(10));
         let mut rows = Vec::with_capacity(plan.len());
         let mut synchronous = Vec::new();
         for p in &plan {
@@ -238,10 +268,14 @@ impl Producer {
             let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
             let hook = p.subscriber.webhook();
             let built = match p.subscriber.as_ref() {
-                Subscriber::Broken(_, err) => Err(format!("webhook templates do not compile: {err}")),
+                Subscriber::Broken(_, err) => {
+                    Err(format!("webhook templates do not compile: {err}"))
+                }
                 Subscriber::Ready(c) => match c.condition_holds(doc) {
                     Ok(false) => continue,
-                    Ok(true) => c.build_request(doc, &self.config.policy).map_err(|e| e.to_string()),
+                    Ok(true) => c
+                        .build_request(doc, &self.config.policy)
+                        .map_err(|e| e.to_string()),
                     Err(err) => Err(format!("condition could not be evaluated: {err}")),
                 },
             };
@@ -260,7 +294,11 @@ impl Producer {
                 queue: hook.queue.clone(),
                 status: DeliveryStatus::Queued.as_str().into(),
                 attempts: 0,
-                max_attempts: if workflow { 1 } else { 1 + hook.max_retries.max(0) },
+                max_attempts: if workflow {
+                    1
+                } else {
+                    1 + hook.max_retries.max(0)
+                },
                 next_retry: Some(now + grace),
                 lease_expires_at: None,
                 error: None,
@@ -276,7 +314,8 @@ impl Producer {
                         // this process die mid-attempt, the row is Exhausted
                         // when it comes due, never retried later.
                         let lease = now
-                            + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN).unwrap_or_default();
+                            + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN)
+                                .unwrap_or_default();
                         row.attempts = 1;
                         row.lease_expires_at = Some(lease);
                         row.next_retry = Some(lease);
@@ -295,14 +334,27 @@ impl Producer {
         let new_rows: Vec<NewDelivery> = rows.iter().map(|(r, _)| r.clone()).collect();
         let recorded = self
             .store
-            .run(move |conn| conn.build_transaction().run(|conn| deliveries::insert(conn, &new_rows)))
+            .run(move |conn| {
+                conn.build_transaction()
+                    .run(|conn| deliveries::insert(conn, &new_rows))
+            })
             .await?;
 
-        let mut report = EmitReport { events: events.len(), deliveries: Vec::new(), superseded, enqueue_error: None };
-        let by_key: HashMap<(String, String), usize> =
-            rows.iter().enumerate().map(|(i, (r, _))| ((r.event_id.clone(), r.webhook_name.clone()), i)).collect();
+        let mut report = EmitReport {
+            events: events.len(),
+            deliveries: Vec::new(),
+            superseded,
+            enqueue_error: None,
+        };
+        let by_key: HashMap<(String, String), usize> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (r, _))| ((r.event_id.clone(), r.webhook_name.clone()), i))
+            .collect();
         for r in &recorded {
-            let error = by_key.get(&(r.event_id.clone(), r.webhook_name.clone())).and_then(|&i| rows[i].0.error.clone());
+            let error = by_key
+                .get(&(r.event_id.clone(), r.webhook_name.clone()))
+                .and_then(|&i| rows[i].0.error.clone());
             report.deliveries.push(Delivery {
                 id: r.id,
                 event_id: r.event_id.clone(),
@@ -334,9 +386,16 @@ impl Producer {
         if !to_queue.is_empty() {
             let items: Vec<Enqueue> = to_queue
                 .iter()
-                .map(|&i| Enqueue { log_id: report.deliveries[i].id, queue: report.deliveries[i].queue.clone() })
+                .map(|&i| Enqueue {
+                    log_id: report.deliveries[i].id,
+                    queue: report.deliveries[i].queue.clone(),
+                })
                 .collect();
-            match self.queue.enqueue(&items, &self.identity, self.config.queue_grace).await {
+            match self
+                .queue
+                .enqueue(&items, &self.identity, self.config.queue_grace)
+                .await
+            {
                 Ok(flags) => {
                     for (&i, ok) in to_queue.iter().zip(flags) {
                         report.deliveries[i].enqueued = ok;
@@ -370,7 +429,11 @@ impl Producer {
             d.status = status;
             d.error = error.clone();
             if status != DeliveryStatus::Delivered {
-                failures.push(format!("{}: {}", row.webhook_name, error.unwrap_or_default()));
+                failures.push(format!(
+                    "{}: {}",
+                    row.webhook_name,
+                    error.unwrap_or_default()
+                ));
             }
         }
         if !failures.is_empty() {
@@ -406,7 +469,9 @@ impl Producer {
         let status = outcome.status;
         let error = outcome.error.clone();
         let identity = self.identity.clone();
-        self.store.run(move |conn| deliveries::record(conn, &[outcome], &identity)).await?;
+        self.store
+            .run(move |conn| deliveries::record(conn, &[outcome], &identity))
+            .await?;
         Ok((status, error))
     }
 }

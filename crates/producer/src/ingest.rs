@@ -40,7 +40,9 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
-    let Some(token) = &ingest.token else { return true };
+    let Some(token) = &ingest.token else {
+        return true;
+    };
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -62,35 +64,59 @@ fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
     }
 }
 
-async fn one(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn one(
+    State(ingest): State<Arc<Ingest>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if !authorised(&ingest, &headers) {
         return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     let event: Event = match serde_json::from_slice(&body) {
         Ok(e) => e,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the event is not valid JSON of the expected shape: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the event is not valid JSON of the expected shape: {e}"),
+            )
+        }
     };
     respond(ingest.producer.emit(event).await)
 }
 
-async fn many(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn many(
+    State(ingest): State<Arc<Ingest>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if !authorised(&ingest, &headers) {
         return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     let events: Vec<serde_json::Value> = match serde_json::from_slice(&body) {
         Ok(e) => e,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected a JSON array of events: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("expected a JSON array of events: {e}"),
+            )
+        }
     };
     if events.len() > MAX_BATCH_EVENTS {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("{} events in one batch; at most {MAX_BATCH_EVENTS}", events.len()),
+            format!(
+                "{} events in one batch; at most {MAX_BATCH_EVENTS}",
+                events.len()
+            ),
         );
     }
     let mut batch = Batch::new();
     for (i, raw) in events.into_iter().enumerate() {
         if raw.to_string().len() > MAX_DOCUMENT_BYTES {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("event {i} is over {MAX_DOCUMENT_BYTES} bytes"));
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("event {i} is over {MAX_DOCUMENT_BYTES} bytes"),
+            );
         }
         match serde_json::from_value::<Event>(raw) {
             Ok(e) => batch.push(e),
@@ -104,8 +130,14 @@ async fn many(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: axum:
 pub fn router(producer: Arc<Producer>, token: Option<String>) -> Router {
     let ingest = Arc::new(Ingest { producer, token });
     Router::new()
-        .route("/v1/events", post(one).layer(DefaultBodyLimit::max(MAX_DOCUMENT_BYTES)))
-        .route("/v1/events/batch", post(many).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)))
+        .route(
+            "/v1/events",
+            post(one).layer(DefaultBodyLimit::max(MAX_DOCUMENT_BYTES)),
+        )
+        .route(
+            "/v1/events/batch",
+            post(many).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ingest)
 }
@@ -119,5 +151,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     tracing::info!(addr = %listener.local_addr()?, "ingest listening");
-    axum::serve(listener, router(producer, token)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(producer, token))
+        .with_graceful_shutdown(shutdown)
+        .await
 }

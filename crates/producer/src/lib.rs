@@ -22,4 +22,6 @@ pub mod catalog;
 pub mod emit;
 pub mod ingest;
 
-pub use emit::{Batch, Delivery, EmitError, EmitReport, Event, Producer, ProducerConfig, WORKFLOW_TRANSITION};
+pub use emit::{
+    Batch, Delivery, EmitError, EmitReport, Event, Producer, ProducerConfig, WORKFLOW_TRANSITION,
+};

@@ -27,7 +27,11 @@ const DEFAULT_BATCH_SIZE: u64 = 500;
 const POOL_SIZE: u32 = 8;
 
 #[derive(Parser)]
-#[command(name = "hookfleet-producer", version, about = "Turn application events into webhook deliveries")]
+#[command(
+    name = "hookfleet-producer",
+    version,
+    about = "Turn application events into webhook deliveries"
+)]
 struct Cli {
     #[command(flatten)]
     settings: Settings,
@@ -42,7 +46,11 @@ enum Command {
     /// Serve the HTTP ingest (POST /v1/events, POST /v1/events/batch).
     Serve {
         /// Address to listen on.
-        #[arg(long, env = "HOOKFLEET_INGEST_LISTEN", default_value = "127.0.0.1:8480")]
+        #[arg(
+            long,
+            env = "HOOKFLEET_INGEST_LISTEN",
+            default_value = "127.0.0.1:8480"
+        )]
         listen: SocketAddr,
         /// Bearer token callers must present (Authorization: Bearer ...).
         #[arg(long, env = "HOOKFLEET_INGEST_TOKEN", hide_env_values = true)]
@@ -86,7 +94,8 @@ fn read_source(source: &str) -> anyhow::Result<Box<dyn BufRead>> {
     Ok(if source == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
-        let file = std::fs::File::open(PathBuf::from(source)).with_context(|| format!("cannot open {source}"))?;
+        let file = std::fs::File::open(PathBuf::from(source))
+            .with_context(|| format!("cannot open {source}"))?;
         Box::new(std::io::BufReader::new(file))
     })
 }
@@ -100,7 +109,8 @@ fn read_document(source: &str) -> anyhow::Result<Value> {
     if text.len() > MAX_DOCUMENT_BYTES {
         anyhow::bail!("the document is over {MAX_DOCUMENT_BYTES} bytes");
     }
-    let doc: Value = serde_json::from_str(&text).with_context(|| format!("{source} is not JSON"))?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{source} is not JSON"))?;
     if !doc.is_object() {
         anyhow::bail!("the document is not a JSON object");
     }
@@ -109,7 +119,10 @@ fn read_document(source: &str) -> anyhow::Result<Value> {
 
 fn print_report(report: &EmitReport, as_json: bool) {
     if as_json {
-        println!("{}", serde_json::to_string_pretty(report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_default()
+        );
         return;
     }
     if report.deliveries.is_empty() {
@@ -122,7 +135,10 @@ fn print_report(report: &EmitReport, as_json: bool) {
             (None, false, true) => "queued".into(),
             (None, false, false) => String::new(),
         };
-        println!("{:>8}  {:<10} {:<24} {}  {}", d.id, d.status, d.webhook, d.event_id, note);
+        println!(
+            "{:>8}  {:<10} {:<24} {}  {}",
+            d.id, d.status, d.webhook, d.event_id, note
+        );
     }
     if let Some(e) = &report.enqueue_error {
         println!("note: {e}");
@@ -145,14 +161,22 @@ async fn emit_one(producer: &Producer, args: EmitArgs) -> anyhow::Result<ExitCod
         }
         Err(EmitError::WorkflowTransition { report, failures }) => {
             print_report(&report, args.json);
-            eprintln!("error: workflow_transition delivery failed: {}", failures.join("; "));
+            eprintln!(
+                "error: workflow_transition delivery failed: {}",
+                failures.join("; ")
+            );
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e.into()),
     }
 }
 
-async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json: bool) -> anyhow::Result<ExitCode> {
+async fn emit_file(
+    producer: &Producer,
+    source: &str,
+    batch_size: usize,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut reader = read_source(source)?;
     let mut line = String::new();
     let (mut number, mut read, mut emitted) = (0usize, 0usize, 0usize);
@@ -177,7 +201,8 @@ async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json
             let mut rest = Vec::new();
             reader.read_until(b'\n', &mut rest)?;
             eprintln!("line {number}: over {MAX_DOCUMENT_BYTES} bytes; skipped");
-            skipped.push(json!({"line": number, "error": format!("over {MAX_DOCUMENT_BYTES} bytes")}));
+            skipped
+                .push(json!({"line": number, "error": format!("over {MAX_DOCUMENT_BYTES} bytes")}));
             continue;
         }
         if line.trim().is_empty() {
@@ -195,11 +220,25 @@ async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json
             }
         }
         if batch.len() >= batch_size {
-            emitted += flush(producer, std::mem::take(&mut batch), &mut totals, &mut failed_transitions, &mut enqueue_errors).await?;
+            emitted += flush(
+                producer,
+                std::mem::take(&mut batch),
+                &mut totals,
+                &mut failed_transitions,
+                &mut enqueue_errors,
+            )
+            .await?;
         }
     }
     if !batch.is_empty() {
-        emitted += flush(producer, batch, &mut totals, &mut failed_transitions, &mut enqueue_errors).await?;
+        emitted += flush(
+            producer,
+            batch,
+            &mut totals,
+            &mut failed_transitions,
+            &mut enqueue_errors,
+        )
+        .await?;
     }
     let summary = json!({
         "lines_read": read, "events_emitted": emitted, "skipped": skipped,
@@ -207,7 +246,10 @@ async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json
         "batches_not_queued": enqueue_errors,
     });
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).unwrap_or_default()
+        );
     } else {
         println!(
             "{emitted} events emitted from {read} lines; {} skipped; deliveries: {} ({} queued, {} delivered, {} exhausted, {} duplicates, {} superseded by a later state)",
@@ -218,7 +260,11 @@ async fn emit_file(producer: &Producer, source: &str, batch_size: usize, as_json
             println!("note: {enqueue_errors} batches were recorded but not queued; the sweeper sends them after the grace");
         }
     }
-    Ok(if skipped.is_empty() && failed_transitions.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if skipped.is_empty() && failed_transitions.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 async fn flush(
@@ -240,10 +286,34 @@ async fn flush(
         totals[k] = json!(totals[k].as_u64().unwrap_or(0) + n as u64);
     };
     add(totals, "deliveries", report.deliveries.len());
-    add(totals, "queued", report.deliveries.iter().filter(|d| d.enqueued).count());
-    add(totals, "delivered", report.deliveries.iter().filter(|d| d.status.as_str() == "Delivered").count());
-    add(totals, "exhausted", report.deliveries.iter().filter(|d| d.status.as_str() == "Exhausted").count());
-    add(totals, "duplicates", report.deliveries.iter().filter(|d| d.duplicate).count());
+    add(
+        totals,
+        "queued",
+        report.deliveries.iter().filter(|d| d.enqueued).count(),
+    );
+    add(
+        totals,
+        "delivered",
+        report
+            .deliveries
+            .iter()
+            .filter(|d| d.status.as_str() == "Delivered")
+            .count(),
+    );
+    add(
+        totals,
+        "exhausted",
+        report
+            .deliveries
+            .iter()
+            .filter(|d| d.status.as_str() == "Exhausted")
+            .count(),
+    );
+    add(
+        totals,
+        "duplicates",
+        report.deliveries.iter().filter(|d| d.duplicate).count(),
+    );
     add(totals, "superseded", report.superseded);
     if report.enqueue_error.is_some() {
         *enqueue_errors += 1;
@@ -267,15 +337,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     );
     match cli.command {
         Command::Emit(args) => match args.batch.clone() {
-            Some(source) => emit_file(&producer, &source, args.batch_size as usize, args.json).await,
+            Some(source) => {
+                emit_file(&producer, &source, args.batch_size as usize, args.json).await
+            }
             None => emit_one(&producer, args).await,
         },
         Command::Serve { listen, token } => {
             let shutdown = Shutdown::new();
             shutdown.listen_for_signals();
             let stop = shutdown.clone();
-            hookfleet_producer::ingest::serve(listen, Arc::new(producer), token, async move { stop.requested(1).await })
-                .await?;
+            hookfleet_producer::ingest::serve(listen, Arc::new(producer), token, async move {
+                stop.requested(1).await
+            })
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
     }

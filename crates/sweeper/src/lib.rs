@@ -67,7 +67,13 @@ pub struct Sweeper {
 
 impl Sweeper {
     pub fn new(store: Store, queue: RedisQueue, batch_size: usize, key_ttl: Duration) -> Sweeper {
-        Sweeper { store, queue, batch_size: batch_size.max(1), key_ttl, identity: process_identity("sweeper") }
+        Sweeper {
+            store,
+            queue,
+            batch_size: batch_size.max(1),
+            key_ttl,
+            identity: process_identity("sweeper"),
+        }
     }
 
     /// One tick (see the crate docs).
@@ -77,13 +83,25 @@ impl Sweeper {
         let scan_limit = self.batch_size * SCAN_PAGES;
         while report.enqueued < self.batch_size && report.due < scan_limit {
             let page = (self.batch_size - report.enqueued).min(scan_limit - report.due) as i64;
-            let rows = self.store.run(move |c| deliveries::due(c, after, page)).await?;
+            let rows = self
+                .store
+                .run(move |c| deliveries::due(c, after, page))
+                .await?;
             if rows.is_empty() {
                 break;
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
-            let items: Vec<Enqueue> = rows.iter().map(|r| Enqueue { log_id: r.id, queue: r.queue.clone() }).collect();
-            let flags = self.queue.enqueue(&items, &self.identity, self.key_ttl).await?;
+            let items: Vec<Enqueue> = rows
+                .iter()
+                .map(|r| Enqueue {
+                    log_id: r.id,
+                    queue: r.queue.clone(),
+                })
+                .collect();
+            let flags = self
+                .queue
+                .enqueue(&items, &self.identity, self.key_ttl)
+                .await?;
             report.due += rows.len();
             let pushed = flags.iter().filter(|f| **f).count();
             report.enqueued += pushed;

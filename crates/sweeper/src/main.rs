@@ -16,7 +16,11 @@ use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 const MAX_BATCH_SIZE: u64 = 100_000;
 
 #[derive(Parser)]
-#[command(name = "hookfleet-sweeper", version, about = "Enqueue due retries and overdue first attempts")]
+#[command(
+    name = "hookfleet-sweeper",
+    version,
+    about = "Enqueue due retries and overdue first attempts"
+)]
 struct Cli {
     #[command(flatten)]
     settings: Settings,
@@ -50,13 +54,23 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let sweeper = Sweeper::new(store, queue, cli.batch_size as usize, cli.settings.queue_grace);
+    let sweeper = Sweeper::new(
+        store,
+        queue,
+        cli.batch_size as usize,
+        cli.settings.queue_grace,
+    );
     if cli.once {
         let started = Instant::now();
         return match sweeper.tick().await {
             Ok(r) => {
-                tracing::info!(due = r.due, enqueued = r.enqueued, skipped_in_flight = r.skipped_in_flight,
-                    ms = started.elapsed().as_millis() as u64, "tick");
+                tracing::info!(
+                    due = r.due,
+                    enqueued = r.enqueued,
+                    skipped_in_flight = r.skipped_in_flight,
+                    ms = started.elapsed().as_millis() as u64,
+                    "tick"
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -74,8 +88,13 @@ async fn main() -> ExitCode {
         let wait = match sweeper.tick().await {
             Ok(r) => {
                 backoff.reset();
-                tracing::info!(due = r.due, enqueued = r.enqueued, skipped_in_flight = r.skipped_in_flight,
-                    ms = started.elapsed().as_millis() as u64, "tick");
+                tracing::info!(
+                    due = r.due,
+                    enqueued = r.enqueued,
+                    skipped_in_flight = r.skipped_in_flight,
+                    ms = started.elapsed().as_millis() as u64,
+                    "tick"
+                );
                 cli.interval
             }
             Err(e) => {

@@ -125,7 +125,12 @@ impl Fetcher {
             }
             let processing = self.processing(q);
             for raw in self.queue.take(q, &processing, max - units.len()).await? {
-                units.push(UnitOfWork { queue: q.clone(), processing: processing.clone(), raw, log_id: None });
+                units.push(UnitOfWork {
+                    queue: q.clone(),
+                    processing: processing.clone(),
+                    raw,
+                    log_id: None,
+                });
             }
         }
         if !units.is_empty() {
@@ -143,13 +148,22 @@ impl Fetcher {
         // Not raced against shutdown: a pop abandoned half-way may still move
         // a job (PITFALLS 2), so it is always allowed to finish.
         if let Some(raw) = RedisQueue::take_blocking(conn, &queue_key, &processing, block).await? {
-            units.push(UnitOfWork { queue: q, processing, raw, log_id: None });
+            units.push(UnitOfWork {
+                queue: q,
+                processing,
+                raw,
+                log_id: None,
+            });
         }
         Ok(units)
     }
 
     /// Parses, claims and starts the taken jobs.
-    async fn dispatch(&mut self, mut units: Vec<UnitOfWork>, mut permits: Vec<OwnedSemaphorePermit>) {
+    async fn dispatch(
+        &mut self,
+        mut units: Vec<UnitOfWork>,
+        mut permits: Vec<OwnedSemaphorePermit>,
+    ) {
         let worker = self.config.worker_id.clone();
         let mut ids = Vec::with_capacity(units.len());
         let mut kept = Vec::with_capacity(units.len());
@@ -171,7 +185,12 @@ impl Fetcher {
             // in the processing list for the reaper.
             return;
         };
-        let ClaimBatch { claimed, exhausted, missing, .. } = batch;
+        let ClaimBatch {
+            claimed,
+            exhausted,
+            missing,
+            ..
+        } = batch;
         let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
         let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
         let missing: std::collections::HashSet<i64> = missing.into_iter().collect();
@@ -186,7 +205,12 @@ impl Fetcher {
                 tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
                 done.push((unit, true));
             } else if missing.contains(&id) {
-                self.dead_letter(&unit, &format!("job names log id {id}, which does not exist"), &worker).await;
+                self.dead_letter(
+                    &unit,
+                    &format!("job names log id {id}, which does not exist"),
+                    &worker,
+                )
+                .await;
             } else {
                 // Terminal, leased elsewhere, not due, or a second job for a
                 // row this batch already claimed.
@@ -216,7 +240,11 @@ impl Fetcher {
         let mut backoff = Backoff::new();
         loop {
             let ids2 = ids.clone();
-            match self.store.run(move |c| deliveries::claim(c, &ids2, LEASE_MARGIN)).await {
+            match self
+                .store
+                .run(move |c| deliveries::claim(c, &ids2, LEASE_MARGIN))
+                .await
+            {
                 Ok(batch) => return Some(batch),
                 Err(e) => {
                     let wait = backoff.next();

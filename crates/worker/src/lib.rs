@@ -63,7 +63,11 @@ impl WorkerConfig {
     pub fn new_worker_id() -> String {
         let identity = hookfleet_core::model::process_identity("worker");
         let random = uuid::Uuid::now_v7().simple().to_string();
-        format!("{}:{}", identity.trim_start_matches("worker:"), &random[random.len() - 6..])
+        format!(
+            "{}:{}",
+            identity.trim_start_matches("worker:"),
+            &random[random.len() - 6..]
+        )
     }
 }
 
@@ -85,11 +89,22 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Snaps
 
     tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency, "worker started");
     let http = deliver::http_client(config.policy.clone());
-    let mut fetcher = Fetcher::new(store, queue, config.clone(), slots.clone(), counters.clone(), tx, http);
+    let mut fetcher = Fetcher::new(
+        store,
+        queue,
+        config.clone(),
+        slots.clone(),
+        counters.clone(),
+        tx,
+        http,
+    );
     fetcher.run().await;
 
     // Drain: every taken job is started; wait for the deliveries in flight.
-    tracing::info!(in_flight = config.concurrency - slots.available_permits(), "draining");
+    tracing::info!(
+        in_flight = config.concurrency - slots.available_permits(),
+        "draining"
+    );
     let mut tasks = std::mem::take(&mut fetcher.tasks);
     drop(fetcher);
     let drained = tokio::select! {
@@ -101,12 +116,20 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Snaps
         let _ = recorder.await;
     } else {
         tasks.abort_all();
-        tracing::warn!("stopped before every delivery finished; the reaper recovers the jobs still held");
+        tracing::warn!(
+            "stopped before every delivery finished; the reaper recovers the jobs still held"
+        );
     }
     summary.abort();
     let done = counters.snapshot();
-    tracing::info!(delivered = done.delivered, failed = done.failed, exhausted = done.exhausted,
-        stale = done.stale, dead_lettered = done.dead_lettered, "worker stopped");
+    tracing::info!(
+        delivered = done.delivered,
+        failed = done.failed,
+        exhausted = done.exhausted,
+        stale = done.stale,
+        dead_lettered = done.dead_lettered,
+        "worker stopped"
+    );
     done
 }
 
@@ -120,8 +143,15 @@ async fn summarise(counters: Arc<Counters>, shutdown: Shutdown) {
         let now = counters.snapshot();
         let d = now.since(&last);
         if !d.is_zero() {
-            tracing::info!(delivered = d.delivered, failed = d.failed, exhausted = d.exhausted,
-                stale = d.stale, dead_lettered = d.dead_lettered, "last {}s", SUMMARY_INTERVAL.as_secs());
+            tracing::info!(
+                delivered = d.delivered,
+                failed = d.failed,
+                exhausted = d.exhausted,
+                stale = d.stale,
+                dead_lettered = d.dead_lettered,
+                "last {}s",
+                SUMMARY_INTERVAL.as_secs()
+            );
         }
         last = now;
     }

@@ -16,12 +16,21 @@ use hookfleet_worker::{WorkerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_FETCH_BATCH}
 const MAX_CONCURRENCY: usize = 10_000;
 
 #[derive(Parser)]
-#[command(name = "hookfleet-worker", version, about = "Deliver webhooks from Redis queues")]
+#[command(
+    name = "hookfleet-worker",
+    version,
+    about = "Deliver webhooks from Redis queues"
+)]
 struct Cli {
     #[command(flatten)]
     settings: Settings,
     /// Queues to take jobs from, comma-separated.
-    #[arg(long, env = "HOOKFLEET_QUEUES", default_value = "default", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "HOOKFLEET_QUEUES",
+        default_value = "default",
+        value_delimiter = ','
+    )]
     queues: Vec<String>,
     /// Most deliveries at once (a hard cap on jobs held).
     #[arg(long, env = "HOOKFLEET_CONCURRENCY", default_value_t = 64,
@@ -36,7 +45,12 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.settings.log_format);
-    let queues: Vec<String> = cli.queues.iter().map(|q| q.trim().to_string()).filter(|q| !q.is_empty()).collect();
+    let queues: Vec<String> = cli
+        .queues
+        .iter()
+        .map(|q| q.trim().to_string())
+        .filter(|q| !q.is_empty())
+        .collect();
     if queues.is_empty() {
         eprintln!("error: --queues names no queue");
         return ExitCode::from(2);

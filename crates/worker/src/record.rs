@@ -18,9 +18,9 @@ use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::{deliveries, Store};
 
-use hookfleet_core::backoff::Backoff;
 use crate::stats::Counters;
 use crate::unit::UnitOfWork;
+use hookfleet_core::backoff::Backoff;
 
 /// Most outcomes per write: one statement of a few hundred rows commits in a
 /// few milliseconds, and bounds the work redone if it fails.
@@ -62,11 +62,16 @@ impl Recorder {
 
     /// Writes the outcomes; false when told to stop before it could.
     async fn write(&self, batch: &[Finished]) -> bool {
-        let outcomes: Arc<Vec<Outcome>> = Arc::new(batch.iter().map(|f| f.outcome.clone()).collect());
+        let outcomes: Arc<Vec<Outcome>> =
+            Arc::new(batch.iter().map(|f| f.outcome.clone()).collect());
         let mut backoff = Backoff::new();
         loop {
             let (batch_outcomes, worker) = (outcomes.clone(), self.worker_id.clone());
-            match self.store.run(move |c| deliveries::record(c, &batch_outcomes, &worker)).await {
+            match self
+                .store
+                .run(move |c| deliveries::record(c, &batch_outcomes, &worker))
+                .await
+            {
                 Ok(updated) => {
                     self.count(&outcomes, &updated);
                     return true;
@@ -135,4 +140,3 @@ impl Recorder {
         drop(batch);
     }
 }
-

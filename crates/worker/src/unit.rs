@@ -24,21 +24,39 @@ impl UnitOfWork {
     /// Acknowledges many units in one round trip. `release` says, per unit,
     /// whether its row's in-flight key is released too (only once the
     /// attempt's outcome is written).
-    pub async fn acknowledge_all(queue: &RedisQueue, units: &[(UnitOfWork, bool)]) -> Result<(), QueueError> {
+    pub async fn acknowledge_all(
+        queue: &RedisQueue,
+        units: &[(UnitOfWork, bool)],
+    ) -> Result<(), QueueError> {
         let items: Vec<(String, String, Option<i64>)> = units
             .iter()
-            .map(|(u, release)| (u.processing.clone(), u.raw.clone(), if *release { u.log_id } else { None }))
+            .map(|(u, release)| {
+                (
+                    u.processing.clone(),
+                    u.raw.clone(),
+                    if *release { u.log_id } else { None },
+                )
+            })
             .collect();
         queue.ack(&items).await
     }
 
     /// Moves the job to the dead-letter list with `reason`.
-    pub async fn dead_letter(&self, queue: &RedisQueue, reason: &str, worker: &str) -> Result<(), QueueError> {
-        queue.dead_letter(&self.processing, &self.raw, reason, worker).await
+    pub async fn dead_letter(
+        &self,
+        queue: &RedisQueue,
+        reason: &str,
+        worker: &str,
+    ) -> Result<(), QueueError> {
+        queue
+            .dead_letter(&self.processing, &self.raw, reason, worker)
+            .await
     }
 
     /// Puts a job that was not started back where the next pop finds it first.
     pub async fn requeue(&self, queue: &RedisQueue) -> Result<(), QueueError> {
-        queue.requeue(&self.processing, &self.queue, &self.raw).await
+        queue
+            .requeue(&self.processing, &self.queue, &self.raw)
+            .await
     }
 }

@@ -1,0 +1,681 @@
+//! The first attempt of a delivery, end to end: producer → Redis → worker →
+//! a real receiver on 127.0.0.1 → the outcome in Postgres.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+
+use hookfleet_core::model::{FieldMapping, Structure};
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::sign::Secret;
+use hookfleet_producer::{Batch, EmitError, Event};
+use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn order(name: &str, total: f64) -> serde_json::Value {
+    json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total, "status": "Draft"})
+}
+
+/// Waits until `pred` holds for the row, or panics after `WAIT`.
+async fn until_row(
+    env: &TestEnv,
+    id: i64,
+    pred: impl Fn(&hookfleet_core::model::DeliveryLog) -> bool,
+) -> hookfleet_core::model::DeliveryLog {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let row = env.row(id);
+        if pred(&row) {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "row {id} never reached the expected state: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.verify_with(&["s3cret"]);
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/hook"));
+    s.secret = Some(Secret::new("s3cret"));
+    env.add_webhook(&s);
+    let worker = env.start_worker(4, RetrySchedule::default());
+
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 10.0),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(report.deliveries.len(), 1);
+    let id = report.deliveries[0].id;
+    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    assert_eq!(row.attempts, 1);
+    assert!(row.next_retry.is_none());
+    assert_eq!(row.response_code, Some(200));
+
+    let got = rx.requests();
+    assert_eq!(got.len(), 1);
+    assert!(
+        got[0].signatures_verified(),
+        "signatures: {:?} {:?}",
+        got[0].frappe_ok,
+        got[0].standard_ok
+    );
+    assert_eq!(
+        got[0].header("webhook-id"),
+        Some(report.deliveries[0].event_id.as_str())
+    );
+    assert_eq!(got[0].json()["name"], "SO-1");
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("on", "Sales Order", "on_submit", &rx.url("/on")));
+    let mut off = spec("off", "Sales Order", "on_submit", &rx.url("/off"));
+    off.enabled = false;
+    env.add_webhook(&off);
+    env.add_webhook(&spec(
+        "other-event",
+        "Sales Order",
+        "on_cancel",
+        &rx.url("/cancel"),
+    ));
+    env.add_webhook(&spec(
+        "other-type",
+        "Invoice",
+        "on_submit",
+        &rx.url("/invoice"),
+    ));
+    let worker = env.start_worker(4, RetrySchedule::default());
+
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        report
+            .deliveries
+            .iter()
+            .map(|d| d.webhook.as_str())
+            .collect::<Vec<_>>(),
+        vec!["on"]
+    );
+    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    let paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, vec!["/on"]);
+    assert_eq!(env.rows().len(), 1);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_decides_whether_an_event_is_delivered() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut s = spec("big-orders", "Sales Order", "on_submit", &rx.url("/big"));
+    s.condition = Some("doc.grand_total > 100".into());
+    env.add_webhook(&s);
+    let producer = env.producer();
+
+    let small = producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 5.0),
+        ))
+        .await
+        .unwrap();
+    assert!(small.deliveries.is_empty(), "condition false: no row");
+    let big = producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-2",
+            order("SO-2", 500.0),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(big.deliveries.len(), 1, "condition true: one row");
+    assert_eq!(env.rows().len(), 1);
+    assert_eq!(env.rows()[0].entity_name, "SO-2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_body_is_exactly_the_selected_fields_url_encoded() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut s = spec("form", "Sales Order", "on_submit", &rx.url("/form"));
+    s.structure = Structure::Form;
+    s.fields = vec![
+        FieldMapping {
+            field: "name".into(),
+            key: "order".into(),
+        },
+        FieldMapping {
+            field: "customer".into(),
+            key: "customer name".into(),
+        },
+        FieldMapping {
+            field: "grand_total".into(),
+            key: "total".into(),
+        },
+    ];
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let doc = json!({"name": "SO-1", "customer": "A&B Co", "grand_total": 12.5, "secret_field": "not sent"});
+    let report = env
+        .producer()
+        .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
+        .await
+        .unwrap();
+    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    let got = &rx.requests()[0];
+    assert_eq!(got.body, "order=SO-1&customer+name=A%26B+Co&total=12.5");
+    assert_eq!(
+        got.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut obj = spec("object", "Sales Order", "on_submit", &rx.url("/object"));
+    obj.body_template = Some(r#"{"order": "{{ doc.name }}", "total": {{ doc.grand_total }}, "items": {{ doc["items"] | tojson }}}"#.into());
+    obj.headers = vec![hookfleet_core::model::Header {
+        key: "X-Tenant".into(),
+        value: "acme".into(),
+    }];
+    env.add_webhook(&obj);
+    let mut arr = spec("array", "Sales Order", "on_submit", &rx.url("/array"));
+    arr.body_template = Some(r#"[{% for i in doc["items"] %}{"sku": "{{ i.sku }}"}{% if not loop.last %},{% endif %}{% endfor %}]"#.into());
+    env.add_webhook(&arr);
+    let worker = env.start_worker(2, RetrySchedule::default());
+
+    let doc = json!({"name": "SO-9", "grand_total": 42, "items": [{"sku": "A"}, {"sku": "B"}]});
+    let report = env
+        .producer()
+        .emit(Event::new("Sales Order", "on_submit", "SO-9", doc))
+        .await
+        .unwrap();
+    for d in &report.deliveries {
+        until_row(&env, d.id, |r| r.status == "Delivered").await;
+    }
+    let by_path = |p: &str| rx.requests().into_iter().find(|r| r.path == p).unwrap();
+    assert_eq!(
+        by_path("/object").json(),
+        json!({"order": "SO-9", "total": 42, "items": [{"sku": "A"}, {"sku": "B"}]})
+    );
+    assert_eq!(by_path("/object").header("x-tenant"), Some("acme"));
+    assert_eq!(
+        by_path("/array").json(),
+        json!([{"sku": "A"}, {"sku": "B"}])
+    );
+
+    // The row holds the request exactly as sent: url, method, headers, body.
+    let row = env
+        .rows()
+        .into_iter()
+        .find(|r| r.webhook_name == "object")
+        .unwrap();
+    assert_eq!(row.url, rx.url("/object"));
+    assert_eq!(row.method, "POST");
+    assert_eq!(row.body, by_path("/object").body);
+    let headers = row.header_list();
+    assert!(headers
+        .iter()
+        .any(|h| h.key == "X-Tenant" && h.value == "acme"));
+    assert!(headers
+        .iter()
+        .any(|h| h.key == "Content-Type" && h.value == "application/json"));
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut dynamic = spec(
+        "dynamic",
+        "Sales Order",
+        "on_submit",
+        &format!("{}/{{{{ doc.customer }}}}/orders", rx.url("")),
+    );
+    dynamic.dynamic_url = true;
+    env.add_webhook(&dynamic);
+    env.add_webhook(&spec(
+        "static",
+        "Sales Order",
+        "on_submit",
+        &rx.url("/{{ doc.customer }}"),
+    ));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    for d in &report.deliveries {
+        until_row(&env, d.id, |r| r.status == "Delivered").await;
+    }
+    let mut paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        vec!["/%7B%7B%20doc.customer%20%7D%7D", "/ACME/orders"]
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_schedules_a_retry_in_five_minutes() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500).body("boom"));
+    env.add_webhook(&spec("down", "Sales Order", "on_submit", &rx.url("/down")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    assert_eq!(row.attempts, 1);
+    assert_eq!(row.response_code, Some(500));
+    assert_eq!(row.response_body.as_deref(), Some("boom"));
+    let due_in = (row.next_retry.unwrap() - Utc::now()).num_seconds();
+    assert!(
+        (290..=301).contains(&due_in),
+        "next retry in {due_in}s, expected ~300s"
+    );
+    assert_eq!(rx.count(), 1);
+    let attempts = env.attempts(row.id);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].response_code, Some(500));
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_retries_zero_makes_a_failure_final() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(503));
+    let mut s = spec("once", "Sales Order", "on_submit", &rx.url("/once"));
+    s.max_retries = 0;
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    assert!(row.next_retry.is_none());
+    assert_eq!(row.attempts, 1);
+    assert!(
+        row.error.as_deref().unwrap().contains("HTTP 503"),
+        "{:?}",
+        row.error
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the_timeout() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::hang());
+    let mut s = spec("hangs", "Sales Order", "on_submit", &rx.url("/hang"));
+    s.timeout = Duration::from_secs(1);
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    assert!(
+        row.error.as_deref().unwrap().contains("timed out"),
+        "{:?}",
+        row.error
+    );
+    let took = env.attempts(row.id)[0].duration_ms;
+    assert!(
+        (900..3000).contains(&took),
+        "attempt took {took} ms with a 1 s timeout"
+    );
+    // No back-to-back re-fire: still one request a while later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.count(), 1);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_410_gone_is_final() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(410));
+    env.add_webhook(&spec("gone", "Sales Order", "on_submit", &rx.url("/gone")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    assert!(row.next_retry.is_none());
+    assert!(row.error.as_deref().unwrap().contains("410"));
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_fails_at_render_time_is_recorded_exhausted_without_a_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut s = spec("bad-render", "Sales Order", "on_submit", &rx.url("/x"));
+    // Valid on the sample document (missing fields render as null) but not
+    // JSON when the real document has a string there.
+    s.body_template = Some(r#"{"total": {{ doc.grand_total }}}"#.into());
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let doc = json!({"name": "SO-1", "grand_total": "twelve"});
+    let report = env
+        .producer()
+        .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
+        .await
+        .unwrap();
+    assert_eq!(report.deliveries.len(), 1);
+    let d = &report.deliveries[0];
+    assert_eq!(d.status.as_str(), "Exhausted");
+    assert!(!d.enqueued);
+    let row = env.row(d.id);
+    assert!(
+        row.error
+            .as_deref()
+            .unwrap()
+            .contains("did not render to JSON"),
+        "{:?}",
+        row.error
+    );
+    assert!(row.next_retry.is_none());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rx.count(), 0);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    env.add_webhook(&spec(
+        "approve",
+        "Sales Order",
+        "workflow_transition",
+        &rx.url("/wf"),
+    ));
+    let err = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "workflow_transition",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap_err();
+    let EmitError::WorkflowTransition { report, failures } = err else {
+        panic!("expected a workflow failure")
+    };
+    assert!(failures[0].contains("HTTP 500"), "{failures:?}");
+    let row = env.row(report.deliveries[0].id);
+    assert_eq!(row.status, "Exhausted");
+    assert_eq!(row.attempts, 1);
+    assert!(row.next_retry.is_none());
+    assert_eq!(rx.count(), 1);
+    // Nothing was queued for it.
+    assert_eq!(env.llen(&env.queue.keys().queue("default")), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successful_workflow_transition_is_delivered_synchronously() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec(
+        "approve",
+        "Sales Order",
+        "workflow_transition",
+        &rx.url("/wf"),
+    ));
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "workflow_transition",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(report.deliveries[0].status.as_str(), "Delivered");
+    assert_eq!(env.row(report.deliveries[0].id).status, "Delivered");
+    assert_eq!(rx.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_state() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec(
+        "changes",
+        "Sales Order",
+        "on_update",
+        &rx.url("/changes"),
+    ));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let mut batch = Batch::new();
+    batch.push(Event::new(
+        "Sales Order",
+        "after_insert",
+        "SO-1",
+        order("SO-1", 1.0),
+    ));
+    batch.push(Event::new(
+        "Sales Order",
+        "on_update",
+        "SO-1",
+        order("SO-1", 2.0),
+    ));
+    batch.push(Event::new(
+        "Sales Order",
+        "on_update",
+        "SO-1",
+        order("SO-1", 3.0),
+    ));
+    batch.push(Event::new(
+        "Sales Order",
+        "on_update",
+        "SO-2",
+        order("SO-2", 7.0),
+    ));
+    let report = env.producer().emit_batch(batch).await.unwrap();
+    assert_eq!(report.deliveries.len(), 2, "one per document");
+    assert_eq!(report.superseded, 1);
+    for d in &report.deliveries {
+        until_row(&env, d.id, |r| r.status == "Delivered").await;
+    }
+    let got = rx.requests();
+    assert_eq!(got.len(), 2);
+    let so1 = got.iter().find(|r| r.json()["name"] == "SO-1").unwrap();
+    assert_eq!(so1.json()["grand_total"], 3.0);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_four_never_puts_more_than_four_requests_in_flight() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(300)));
+    env.add_webhook(&spec("slow", "Sales Order", "on_submit", &rx.url("/slow")));
+    let producer = env.producer();
+    let mut batch = Batch::new();
+    for i in 0..24 {
+        let name = format!("SO-{i}");
+        batch.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            order(&name, 1.0),
+        ));
+    }
+    producer.emit_batch(batch).await.unwrap();
+    let worker = env.start_worker(4, RetrySchedule::default());
+    rx.wait_for(24, WAIT).await;
+    let stats = worker.stop().await;
+    assert_eq!(stats.delivered, 24);
+    assert_eq!(rx.max_in_flight(), 4, "the cap is reached and never passed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
+    let queue_key = env.queue.keys().queue("default");
+    {
+        let mut conn = env.redis();
+        for poison in [
+            "not json at all",
+            r#"{"v":1,"log_id":987654}"#,
+            r#"{"v":9,"log_id":1}"#,
+        ] {
+            redis::cmd("LPUSH")
+                .arg(&queue_key)
+                .arg(poison)
+                .query::<()>(&mut conn)
+                .unwrap();
+        }
+    }
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    let stats = worker.stop().await;
+    assert_eq!(stats.dead_lettered, 3);
+    let dead = env.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 3);
+    let reasons: Vec<String> = dead
+        .iter()
+        .map(|d| {
+            serde_json::from_str::<serde_json::Value>(d).unwrap()["reason"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("does not parse")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("does not exist")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("version 9")),
+        "{reasons:?}"
+    );
+    // Nothing is left in flight: the processing list is empty.
+    let processing = env
+        .keys()
+        .into_iter()
+        .filter(|k| k.contains(":processing:"))
+        .collect::<Vec<_>>();
+    for k in processing {
+        assert_eq!(env.llen(&k), 0, "{k} still holds jobs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 1.0),
+        ))
+        .await
+        .unwrap();
+    env.set_enabled("orders", false);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    assert!(
+        row.error.as_deref().unwrap().contains("disabled"),
+        "{:?}",
+        row.error
+    );
+    assert_eq!(rx.count(), 0);
+    worker.stop().await;
+}

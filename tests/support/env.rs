@@ -1,0 +1,396 @@
+//! A test's own database and Redis prefix, and the fleet's parts on top.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Double};
+
+use hookfleet_core::model::{
+    DeliveryAttempt, DeliveryLog, Method, Structure, Webhook, WebhookRow, WebhookSpec,
+};
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::render::default_sample_doc;
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::{deliveries, webhooks, Store};
+use hookfleet_producer::{Producer, ProducerConfig};
+use hookfleet_sweeper::Sweeper;
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The networks tests may reach: loopback, where the receivers listen.
+pub const TEST_NETWORKS: &str = "127.0.0.0/8";
+
+fn admin_url() -> String {
+    std::env::var("HOOKFLEET_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn redis_url() -> String {
+    std::env::var("HOOKFLEET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+fn run_id() -> String {
+    std::env::var("HOOKFLEET_TEST_RUN").unwrap_or_else(|_| "adhoc".into())
+}
+
+/// Replaces the database name in a Postgres URL.
+fn with_database(url: &str, db: &str) -> String {
+    match url.rfind('/') {
+        Some(i) if url[..i].contains("://") && url[..i].len() > url.find("://").unwrap() + 2 => {
+            let (base, rest) = url.split_at(i);
+            let query = rest.find('?').map(|q| &rest[q..]).unwrap_or("");
+            format!("{base}/{db}{query}")
+        }
+        _ => format!("{url}/{db}"),
+    }
+}
+
+/// A database and a Redis prefix of this test's own.
+pub struct TestEnv {
+    pub database_url: String,
+    pub db_name: String,
+    pub redis_url: String,
+    pub prefix: String,
+    pub store: Store,
+    pub queue: RedisQueue,
+    pub policy: Arc<NetworkPolicy>,
+}
+
+impl TestEnv {
+    /// Creates and migrates a fresh database; picks a fresh key prefix.
+    pub fn new() -> TestEnv {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let nonce = &uuid_like()[..8];
+        let run = run_id();
+        let db_name = format!("hf_t_{run}_{}_{n}_{nonce}", std::process::id()).to_lowercase();
+        let admin = admin_url();
+        let mut conn = PgConnection::establish(&admin)
+            .expect("connect to Postgres as admin (HOOKFLEET_TEST_ADMIN_URL)");
+        diesel::sql_query(format!("CREATE DATABASE \"{db_name}\""))
+            .execute(&mut conn)
+            .expect("create test database");
+        let database_url = with_database(&admin, &db_name);
+        let store = Store::connect(&database_url, 8).expect("pool");
+        store.migrate().expect("migrate test database");
+        let prefix = format!("hftest:{run}:{}:{n}:{nonce}:", std::process::id());
+        let redis_url = redis_url();
+        let queue = RedisQueue::connect(&redis_url, &prefix).expect("redis");
+        TestEnv {
+            database_url,
+            db_name,
+            redis_url,
+            prefix,
+            store,
+            queue,
+            policy: Arc::new(NetworkPolicy::parse(TEST_NETWORKS).expect("policy")),
+        }
+    }
+
+    /// A fast schedule for tests that wait for retries.
+    pub fn fast_schedule() -> RetrySchedule {
+        RetrySchedule::parse("1s,2s,4s").expect("schedule")
+    }
+
+    /// Stores a webhook after validating it like `hookfleet webhook add`.
+    pub fn add_webhook(&self, spec: &WebhookSpec) -> Webhook {
+        hookfleet_core::validate::validate(
+            spec,
+            &self.policy,
+            &default_sample_doc(&spec.entity_type),
+        )
+        .expect("valid webhook");
+        self.store
+            .run_sync(|c| webhooks::insert(c, &WebhookRow::from(spec)))
+            .expect("insert webhook")
+    }
+
+    pub fn set_enabled(&self, name: &str, enabled: bool) {
+        self.store
+            .run_sync(|c| webhooks::set_enabled(c, name, enabled))
+            .expect("set enabled");
+    }
+
+    pub fn row(&self, id: i64) -> DeliveryLog {
+        self.store
+            .run_sync(|c| deliveries::get(c, id))
+            .expect("row")
+    }
+
+    pub fn rows(&self) -> Vec<DeliveryLog> {
+        use hookfleet_core::schema::webhook_request_logs::dsl as l;
+        self.store
+            .run_sync(|c| {
+                Ok(l::webhook_request_logs
+                    .order(l::id)
+                    .select(DeliveryLog::as_select())
+                    .load(c)?)
+            })
+            .expect("rows")
+    }
+
+    pub fn attempts(&self, id: i64) -> Vec<DeliveryAttempt> {
+        self.store
+            .run_sync(|c| deliveries::attempts(c, id))
+            .expect("attempts")
+    }
+
+    /// Moves a pending row's next_retry to `secs` from now (negative: past),
+    /// instead of waiting for the schedule.
+    pub fn set_due_in(&self, id: i64, secs: f64) {
+        self.store
+            .run_sync(|c| {
+                diesel::sql_query(
+                    "UPDATE webhook_request_logs SET next_retry = now() + make_interval(secs => $2) WHERE id = $1",
+                )
+                .bind::<BigInt, _>(id)
+                .bind::<Double, _>(secs)
+                .execute(c)?;
+                Ok(())
+            })
+            .expect("set next_retry");
+    }
+
+    /// Makes every pending row due now.
+    pub fn make_all_due(&self) {
+        self.store
+            .run_sync(|c| {
+                diesel::sql_query(
+                    "UPDATE webhook_request_logs SET next_retry = now() - interval '1 second'
+                     WHERE next_retry IS NOT NULL",
+                )
+                .execute(c)?;
+                Ok(())
+            })
+            .expect("make due");
+    }
+
+    /// A producer reaching loopback receivers, with a 10-minute grace.
+    pub fn producer(&self) -> Producer {
+        self.producer_with_grace(Duration::from_secs(600))
+    }
+
+    /// A producer whose Queued rows count as lost after `grace`.
+    pub fn producer_with_grace(&self, grace: Duration) -> Producer {
+        Producer::new(
+            self.store.clone(),
+            self.queue.clone(),
+            ProducerConfig {
+                schedule: Self::fast_schedule(),
+                queue_grace: grace,
+                policy: self.policy.clone(),
+            },
+        )
+    }
+
+    /// A sweeper over this test's rows.
+    pub fn sweeper(&self, batch_size: usize, key_ttl: Duration) -> Sweeper {
+        Sweeper::new(self.store.clone(), self.queue.clone(), batch_size, key_ttl)
+    }
+
+    /// A raw Redis connection (for inspecting or breaking the queues).
+    pub fn redis(&self) -> redis::Connection {
+        redis::Client::open(self.redis_url.as_str())
+            .expect("client")
+            .get_connection()
+            .expect("redis connection")
+    }
+
+    /// Every key under this test's prefix.
+    pub fn keys(&self) -> Vec<String> {
+        let mut conn = self.redis();
+        redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut conn)
+            .expect("keys")
+    }
+
+    /// Deletes every key under this test's prefix: what a Redis that lost
+    /// everything looks like to this test (never FLUSHALL: other tests share
+    /// the server).
+    pub fn lose_redis(&self) {
+        let keys = self.keys();
+        if !keys.is_empty() {
+            let mut conn = self.redis();
+            redis::cmd("DEL")
+                .arg(&keys)
+                .query::<()>(&mut conn)
+                .expect("del");
+        }
+    }
+
+    fn delete_keys(&self) -> redis::RedisResult<()> {
+        let mut conn = redis::Client::open(self.redis_url.as_str())?.get_connection()?;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut conn)?;
+        if !keys.is_empty() {
+            redis::cmd("DEL").arg(&keys).query::<()>(&mut conn)?;
+        }
+        Ok(())
+    }
+
+    /// Length of a Redis list by full key.
+    pub fn llen(&self, key: &str) -> i64 {
+        let mut conn = self.redis();
+        redis::cmd("LLEN").arg(key).query(&mut conn).expect("llen")
+    }
+
+    /// Environment for the binaries, pointing them at this test's database,
+    /// Redis prefix and loopback receivers.
+    pub fn envs(&self) -> Vec<(String, String)> {
+        vec![
+            ("DATABASE_URL".into(), self.database_url.clone()),
+            ("REDIS_URL".into(), self.redis_url.clone()),
+            ("HOOKFLEET_REDIS_PREFIX".into(), self.prefix.clone()),
+            ("HOOKFLEET_ALLOWED_NETWORKS".into(), TEST_NETWORKS.into()),
+        ]
+    }
+
+    /// A command for one of the fleet's binaries, with [`TestEnv::envs`].
+    pub fn command(&self, bin: &str) -> Command {
+        let mut cmd = Command::new(bin_path(bin));
+        for (k, v) in self.envs() {
+            cmd.env(k, v);
+        }
+        cmd.env_remove("HOOKFLEET_RETRY_SCHEDULE")
+            .env_remove("HOOKFLEET_QUEUE_GRACE");
+        cmd
+    }
+
+    /// Runs `hookfleet ARGS` and returns what it printed.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.command("hookfleet")
+            .args(args)
+            .output()
+            .expect("run hookfleet")
+    }
+
+    /// Starts a worker in this process.
+    pub fn start_worker(&self, concurrency: usize, schedule: RetrySchedule) -> WorkerHandle {
+        self.start_worker_on(&["default"], concurrency, schedule)
+    }
+
+    /// Starts a worker in this process on the given queues.
+    pub fn start_worker_on(
+        &self,
+        queues: &[&str],
+        concurrency: usize,
+        schedule: RetrySchedule,
+    ) -> WorkerHandle {
+        let shutdown = Shutdown::new();
+        let config = hookfleet_worker::WorkerConfig {
+            worker_id: hookfleet_worker::WorkerConfig::new_worker_id(),
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            concurrency,
+            fetch_batch: hookfleet_worker::DEFAULT_FETCH_BATCH.min(concurrency),
+            schedule,
+            policy: self.policy.clone(),
+            drain_timeout: Duration::from_secs(30),
+            shutdown: shutdown.clone(),
+        };
+        let id = config.worker_id.clone();
+        let task = tokio::spawn(hookfleet_worker::run(
+            self.store.clone(),
+            self.queue.clone(),
+            config,
+        ));
+        WorkerHandle {
+            shutdown,
+            task: Some(task),
+            id,
+        }
+    }
+}
+
+/// A worker running in the test's process.
+pub struct WorkerHandle {
+    pub shutdown: Shutdown,
+    pub id: String,
+    task: Option<tokio::task::JoinHandle<hookfleet_worker::stats::Snapshot>>,
+}
+
+impl WorkerHandle {
+    /// Drains and stops the worker; returns its counters.
+    pub async fn stop(mut self) -> hookfleet_worker::stats::Snapshot {
+        self.shutdown.trigger();
+        self.task
+            .take()
+            .expect("running")
+            .await
+            .expect("worker task")
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        self.shutdown.trigger();
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let _ = self.delete_keys();
+        if let Ok(mut conn) = PgConnection::establish(&admin_url()) {
+            let _ = diesel::sql_query(format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.db_name
+            ))
+            .execute(&mut conn);
+        }
+    }
+}
+
+/// A webhook definition with defaults (json body of the whole document,
+/// POST, 5 s timeout, 3 retries, queue `default`).
+pub fn spec(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpec {
+    WebhookSpec {
+        name: name.into(),
+        entity_type: entity_type.into(),
+        event: event.into(),
+        request_url: url.into(),
+        dynamic_url: false,
+        method: Method::Post,
+        structure: Structure::Json,
+        body_template: None,
+        fields: Vec::new(),
+        headers: Vec::new(),
+        condition: None,
+        enabled: true,
+        secret: None,
+        timeout: Duration::from_secs(5),
+        queue: "default".into(),
+        max_retries: 3,
+    }
+}
+
+/// Where cargo put the fleet's binaries (beside this test's deps directory).
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn uuid_like() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}
