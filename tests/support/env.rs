@@ -62,6 +62,12 @@ pub struct TestEnv {
     pub policy: Arc<NetworkPolicy>,
 }
 
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TestEnv {
     /// Creates and migrates a fresh database; picks a fresh key prefix.
     pub fn new() -> TestEnv {

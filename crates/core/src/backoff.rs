@@ -28,7 +28,7 @@ impl Backoff {
     }
 
     /// The wait before the next try.
-    pub fn next(&mut self) -> Duration {
+    pub fn next_wait(&mut self) -> Duration {
         let now = self.next;
         self.next = (self.next * 2).min(BACKOFF_MAX);
         now
@@ -46,7 +46,7 @@ mod tests {
     #[test]
     fn doubles_up_to_the_cap() {
         let mut b = Backoff::new();
-        let waits: Vec<u128> = (0..8).map(|_| b.next().as_millis()).collect();
+        let waits: Vec<u128> = (0..8).map(|_| b.next_wait().as_millis()).collect();
         assert_eq!(waits, vec![100, 200, 400, 800, 1600, 3200, 5000, 5000]);
     }
 }

@@ -15,7 +15,7 @@ use hookfleet_core::store::{webhooks, Store};
 /// stored without validation, e.g. by hand): its rows are then recorded
 /// Exhausted with that reason rather than dropped.
 pub enum Subscriber {
-    Ready(CompiledWebhook),
+    Ready(Box<CompiledWebhook>),
     Broken(Arc<Webhook>, RenderError),
 }
 
@@ -41,7 +41,7 @@ impl Catalog {
             let key = (hook.entity_type.clone(), hook.event.clone());
             let hook = Arc::new(hook);
             let subscriber = match CompiledWebhook::compile(hook.clone()) {
-                Ok(c) => Subscriber::Ready(c),
+                Ok(c) => Subscriber::Ready(Box::new(c)),
                 Err(e) => Subscriber::Broken(hook, e),
             };
             by_event.entry(key).or_default().push(Arc::new(subscriber));
@@ -68,13 +68,13 @@ impl CatalogCache {
     /// The catalog at the database's current config version: one small read
     /// when nothing changed, a reload when something did.
     pub async fn get(&self, store: &Store) -> Result<Arc<Catalog>, StoreError> {
-        let version = store.run(|c| webhooks::config_version(c)).await?;
+        let version = store.run(webhooks::config_version).await?;
         if let Some(cached) = self.current.read().expect("catalog lock").as_ref() {
             if cached.version == version {
                 return Ok(cached.clone());
             }
         }
-        let (version, hooks) = store.run(|c| webhooks::enabled_snapshot(c)).await?;
+        let (version, hooks) = store.run(webhooks::enabled_snapshot).await?;
         let catalog = Arc::new(Catalog::build(version, hooks));
         *self.current.write().expect("catalog lock") = Some(catalog.clone());
         Ok(catalog)

@@ -98,7 +98,7 @@ async fn main() -> ExitCode {
                 cli.interval
             }
             Err(e) => {
-                let wait = backoff.next().min(cli.interval);
+                let wait = backoff.next_wait().min(cli.interval);
                 tracing::warn!(error = %e, retry_in = ?wait, "tick failed; trying again");
                 wait
             }

@@ -98,7 +98,7 @@ impl Fetcher {
                     self.dispatch(units, permits).await;
                 }
                 Err(e) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_wait();
                     tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
                     self.blocking = None;
                     drop(permits);
@@ -222,7 +222,7 @@ impl Fetcher {
         if !done.is_empty() {
             let mut backoff = Backoff::new();
             while let Err(e) = UnitOfWork::acknowledge_all(&self.queue, &done).await {
-                let wait = backoff.next();
+                let wait = backoff.next_wait();
                 tracing::warn!(error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -247,7 +247,7 @@ impl Fetcher {
             {
                 Ok(batch) => return Some(batch),
                 Err(e) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_wait();
                     tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
                         "cannot claim rows; holding the jobs and retrying");
                     tokio::select! {
@@ -264,7 +264,7 @@ impl Fetcher {
         tracing::warn!(job = %unit.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
         let mut backoff = Backoff::new();
         while let Err(e) = unit.dead_letter(&self.queue, reason, worker).await {
-            let wait = backoff.next();
+            let wait = backoff.next_wait();
             tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}

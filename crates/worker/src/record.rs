@@ -77,7 +77,7 @@ impl Recorder {
                     return true;
                 }
                 Err(e) if e.is_transient() => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_wait();
                     tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
                         "cannot record outcomes; holding their jobs and retrying");
                     tokio::select! {
@@ -124,7 +124,7 @@ impl Recorder {
             match UnitOfWork::acknowledge_all(&self.queue, &units).await {
                 Ok(()) => break,
                 Err(e) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_wait();
                     tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait,
                         "outcomes recorded but jobs not acked; retrying");
                     tokio::select! {
