@@ -32,6 +32,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 enum Command {
     /// Create or upgrade the schema (idempotent; safe to run from several
     /// processes at once).

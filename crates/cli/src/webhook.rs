@@ -21,6 +21,7 @@ use hookfleet_core::validate::validate;
 use crate::table;
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum WebhookCommand {
     /// Add a webhook.
     Add {
