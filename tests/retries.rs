@@ -1,0 +1,648 @@
+//! Retries that survive an outage: the schedule on the rows, the sweeper,
+//! the retry path in the worker, and the operator's replay.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+
+use hookfleet_core::model::DeliveryLog;
+use hookfleet_core::queue::Job;
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::sign::Secret;
+use hookfleet_core::store::deliveries;
+use hookfleet_producer::{Batch, Event};
+use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+
+const WAIT: Duration = Duration::from_secs(30);
+const KEY_TTL: Duration = Duration::from_secs(600);
+
+fn order(name: &str, total: f64) -> serde_json::Value {
+    json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total})
+}
+
+async fn until_row(env: &TestEnv, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let row = env.row(id);
+        if pred(&row) {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "row {id} never reached the expected state: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the row's attempt is recorded and its in-flight key released
+/// (the worker acks just after writing the outcome), so a tick can take it.
+async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
+    let key = env.queue.keys().in_flight(id);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let row = env.row(id);
+        let held = env.keys().contains(&key);
+        if row.status != "Queued" && row.lease_expires_at.is_none() && !held {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "row {id} never settled: {row:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn emit_one(env: &TestEnv, name: &str) -> i64 {
+    let report = env
+        .producer()
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            name,
+            order(name, 1.0),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(report.deliveries.len(), 1);
+    report.deliveries[0].id
+}
+
+/// Waits until every row is terminal (Delivered or Exhausted).
+async fn until_all_terminal(env: &TestEnv) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if env
+            .rows()
+            .iter()
+            .all(|r| r.status == "Delivered" || r.status == "Exhausted")
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rows never all terminal"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signature_that_verifies()
+{
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.verify_with(&["s3cret"]);
+    rx.reply_next([Reply::status(500)]);
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/hook"));
+    s.secret = Some(Secret::new("s3cret"));
+    env.add_webhook(&s);
+    let worker = env.start_worker(4, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+
+    env.set_due_in(id, -1.0);
+    let tick = env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    assert_eq!(tick.enqueued, 1);
+    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    assert_eq!(row.attempts, 2);
+    assert!(row.next_retry.is_none());
+
+    let got = rx.requests();
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        got[0].body, got[1].body,
+        "the retry replays the stored body"
+    );
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    // The seed's bug: the retry's signature must verify too, not only the first's.
+    assert!(got[0].signatures_verified());
+    assert!(
+        got[1].signatures_verified(),
+        "retry signatures: {:?} {:?}",
+        got[1].frappe_ok,
+        got[1].standard_ok
+    );
+    assert_eq!(env.attempts(id).len(), 2);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_retries_one_is_exhausted_after_two_attempts() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    let mut s = spec("one-retry", "Sales Order", "on_submit", &rx.url("/x"));
+    s.max_retries = 1;
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    let row = until_row(&env, id, |r| r.status == "Exhausted").await;
+    assert_eq!(row.attempts, 2);
+    assert!(row.next_retry.is_none());
+    assert!(
+        row.error.as_deref().unwrap().contains("no retries left"),
+        "{:?}",
+        row.error
+    );
+    assert_eq!(rx.count(), 2);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_retries_two_is_still_failed_after_two_attempts() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    let mut s = spec("two-retries", "Sales Order", "on_submit", &rx.url("/x"));
+    s.max_retries = 2;
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    let row = until_row(&env, id, |r| {
+        r.attempts == 2 && r.lease_expires_at.is_none()
+    })
+    .await;
+    assert_eq!(row.status, "Failed");
+    assert!(row.next_retry.is_some());
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_an_hour_two_hours() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    env.add_webhook(&spec("default", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    let sweeper = env.sweeper(100, KEY_TTL);
+    let mut delays = Vec::new();
+    for attempt in 1..=3 {
+        let row = until_idle(&env, id).await;
+        assert_eq!((row.status.as_str(), row.attempts), ("Failed", attempt));
+        delays.push((row.next_retry.unwrap() - Utc::now()).num_seconds());
+        env.set_due_in(id, -1.0);
+        assert_eq!(sweeper.tick().await.unwrap().enqueued, 1);
+    }
+    let last = until_row(&env, id, |r| r.status == "Exhausted").await;
+    assert_eq!(last.attempts, 4);
+    let expected = [300, 1800, 7200];
+    for (got, want) in delays.iter().zip(expected) {
+        assert!(
+            (want - 10..=want).contains(got),
+            "delays {delays:?}, expected about {expected:?}"
+        );
+    }
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(502)]);
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let producer = env.producer();
+    let first = producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 10.0),
+        ))
+        .await
+        .unwrap();
+    let id = first.deliveries[0].id;
+    until_idle(&env, id).await;
+    // The document changes (and is even submitted again with the new total).
+    producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1", 99.0),
+        ))
+        .await
+        .unwrap();
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    until_row(&env, id, |r| r.status == "Delivered").await;
+    let bodies: Vec<f64> = rx
+        .requests()
+        .iter()
+        .filter(|r| r.header("webhook-id") == Some(first.deliveries[0].event_id.as_str()))
+        .map(|r| r.json()["grand_total"].as_f64().unwrap())
+        .collect();
+    assert_eq!(bodies, vec![10.0, 10.0]);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+    worker.stop().await;
+    {
+        let mut conn = env.redis();
+        redis::cmd("SET")
+            .arg(env.queue.keys().in_flight(id))
+            .arg("someone")
+            .arg("EX")
+            .arg(60)
+            .query::<()>(&mut conn)
+            .unwrap();
+    }
+    env.set_due_in(id, -1.0);
+    let tick = env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    assert_eq!((tick.due, tick.enqueued, tick.skipped_in_flight), (1, 0, 1));
+    let row = env.row(id);
+    assert_eq!((row.status.as_str(), row.attempts), ("Failed", 1));
+    assert_eq!(env.llen(&env.queue.keys().queue("default")), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_a_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500)]);
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+    env.set_enabled("orders", false);
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    let row = until_row(&env, id, |r| r.status == "Exhausted").await;
+    assert!(row.error.as_deref().unwrap().contains("disabled"));
+    assert_eq!(row.attempts, 1);
+    assert_eq!(rx.count(), 1);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_duplicate_job_is_dropped_without_a_request() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500)]);
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let failed = emit_one(&env, "SO-1").await;
+    let delivered = emit_one(&env, "SO-2").await;
+    until_idle(&env, failed).await;
+    until_row(&env, delivered, |r| r.status == "Delivered").await;
+    let before = rx.count();
+    // Jobs for a row not due yet and for a terminal row.
+    {
+        let mut conn = env.redis();
+        for id in [failed, delivered] {
+            redis::cmd("LPUSH")
+                .arg(env.queue.keys().queue("default"))
+                .arg(Job::new(id).encode())
+                .query::<()>(&mut conn)
+                .unwrap();
+        }
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while env.llen(&env.queue.keys().queue("default")) > 0 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = worker.stop().await;
+    assert_eq!(stats.stale, 2);
+    assert_eq!(rx.count(), before);
+    assert_eq!(env.row(failed).attempts, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500));
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let mut batch = Batch::new();
+    for i in 0..1000 {
+        let name = format!("SO-{i}");
+        batch.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            order(&name, 1.0),
+        ));
+    }
+    env.producer().emit_batch(batch).await.unwrap();
+    let worker = env.start_worker(64, RetrySchedule::default());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while env
+        .rows()
+        .iter()
+        .any(|r| r.status != "Failed" || r.lease_expires_at.is_some())
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "first attempts never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(20)));
+    let first_round = rx.count();
+    assert_eq!(first_round, 1000);
+    env.make_all_due();
+    let (a, b) = (env.sweeper(1000, KEY_TTL), env.sweeper(1000, KEY_TTL));
+    let (ra, rb) = tokio::join!(a.tick(), b.tick());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(
+        ra.enqueued + rb.enqueued,
+        1000,
+        "each row enqueued exactly once: {ra:?} {rb:?}"
+    );
+    // A third tick while the retries are still in flight enqueues nothing.
+    let again = env.sweeper(1000, KEY_TTL).tick().await.unwrap();
+    assert_eq!(again.enqueued, 0, "{again:?}");
+    rx.wait_for(2000, Duration::from_secs(60)).await;
+    until_all_terminal(&env).await;
+    worker.stop().await;
+    let mut per_id: HashMap<String, usize> = HashMap::new();
+    for r in &rx.requests()[first_round..] {
+        *per_id
+            .entry(r.header("webhook-id").unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(per_id.len(), 1000);
+    assert!(
+        per_id.values().all(|n| *n == 1),
+        "a webhook-id arrived twice in the retry round"
+    );
+    assert!(env
+        .rows()
+        .iter()
+        .all(|r| r.status == "Delivered" && r.attempts == 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplicate() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500), Reply::status(500), Reply::status(500)]);
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(8, RetrySchedule::default());
+    let ids = [
+        emit_one(&env, "SO-1").await,
+        emit_one(&env, "SO-2").await,
+        emit_one(&env, "SO-3").await,
+    ];
+    for id in ids {
+        until_idle(&env, id).await;
+    }
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(1500)));
+    env.make_all_due();
+    let sweeper = env.sweeper(100, KEY_TTL);
+    assert_eq!(sweeper.tick().await.unwrap().enqueued, 3);
+    rx.wait_for(6, WAIT).await;
+    // The retries are at the slow receiver now; tick again, and again.
+    for _ in 0..3 {
+        let t = sweeper.tick().await.unwrap();
+        assert_eq!(t.enqueued, 0, "{t:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for id in ids {
+        until_row(&env, id, |r| r.status == "Delivered").await;
+    }
+    assert_eq!(rx.count(), 6);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_first() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let mut batch = Batch::new();
+    for i in 0..250 {
+        let name = format!("SO-{i}");
+        batch.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            order(&name, 1.0),
+        ));
+    }
+    let report = env.producer().emit_batch(batch).await.unwrap();
+    env.lose_redis(); // no first attempt: every row waits for the sweeper
+                      // Spread the due times so "oldest first" is observable: row i due i ms apart.
+    for (i, d) in report.deliveries.iter().enumerate() {
+        env.set_due_in(d.id, -100.0 + i as f64 * 0.01);
+    }
+    let sweeper = env.sweeper(100, KEY_TTL);
+    let queue_key = env.queue.keys().queue("default");
+    let mut enqueued_order: Vec<i64> = Vec::new();
+    for expected in [100, 100, 50] {
+        let t = sweeper.tick().await.unwrap();
+        assert_eq!(t.enqueued, expected, "{t:?}");
+        let mut conn = env.redis();
+        let jobs: Vec<String> = redis::cmd("LRANGE")
+            .arg(&queue_key)
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .unwrap();
+        // LPUSHed: the newest job is at the head.
+        let ids: Vec<i64> = jobs
+            .iter()
+            .rev()
+            .map(|j| Job::decode(j).unwrap().log_id)
+            .collect();
+        enqueued_order = ids;
+    }
+    let expected: Vec<i64> = report.deliveries.iter().map(|d| d.id).collect();
+    assert_eq!(enqueued_order, expected, "oldest first, each once");
+    assert_eq!(
+        sweeper.tick().await.unwrap().enqueued,
+        0,
+        "nothing left to enqueue"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let grace = Duration::from_secs(1);
+    let mut batch = Batch::new();
+    for i in 0..100 {
+        let name = format!("SO-{i}");
+        batch.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            order(&name, 1.0),
+        ));
+    }
+    let report = env
+        .producer_with_grace(grace)
+        .emit_batch(batch)
+        .await
+        .unwrap();
+    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    env.lose_redis();
+    assert!(env.keys().is_empty());
+    let sweeper = env.sweeper(100, grace);
+    assert_eq!(
+        sweeper.tick().await.unwrap().enqueued,
+        0,
+        "nothing is due before the grace"
+    );
+    tokio::time::sleep(grace + Duration::from_millis(200)).await;
+    assert_eq!(sweeper.tick().await.unwrap().enqueued, 100);
+    let worker = env.start_worker(16, RetrySchedule::default());
+    rx.wait_for(100, WAIT).await;
+    until_all_terminal(&env).await;
+    worker.stop().await;
+    let mut ids: Vec<String> = rx
+        .requests()
+        .iter()
+        .map(|r| r.header("webhook-id").unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "none lost");
+    assert_eq!(rx.count(), 100, "none doubled");
+    assert!(env
+        .rows()
+        .iter()
+        .all(|r| r.status == "Delivered" && r.attempts == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_pushes_the_next_attempt_later() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(429).header("Retry-After", "600")]);
+    env.add_webhook(&spec("limited", "Sales Order", "on_submit", &rx.url("/x")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    let row = until_idle(&env, id).await;
+    let due_in = (row.next_retry.unwrap() - Utc::now()).num_seconds();
+    assert!(
+        due_in >= 595,
+        "next retry in {due_in}s; Retry-After asked for 600"
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_delivered_rows() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500)]);
+    let mut s = spec("once", "Sales Order", "on_submit", &rx.url("/x"));
+    s.max_retries = 0;
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = emit_one(&env, "SO-1").await;
+    until_idle(&env, id).await;
+
+    let replayed = env
+        .store
+        .run_sync(|c| deliveries::replay(c, id, false))
+        .unwrap();
+    assert_eq!(replayed.next_attempt, 2);
+    let row = env.row(id);
+    assert_eq!(row.status, "Failed");
+    assert_eq!(row.max_attempts, 2);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    assert_eq!(row.attempts, 2);
+
+    let refused = env
+        .store
+        .run_sync(|c| deliveries::replay(c, id, false))
+        .unwrap_err();
+    assert!(refused.to_string().contains("--force"), "{refused}");
+    env.store
+        .run_sync(|c| deliveries::replay(c, id, true))
+        .unwrap();
+    assert_eq!(env.row(id).status, "Failed");
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_matching_rows() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(503));
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
+    s.max_retries = 0;
+    env.add_webhook(&s);
+    let mut other = spec("other", "Sales Order", "on_submit", &rx.url("/y"));
+    other.max_retries = 0;
+    env.add_webhook(&other);
+    let worker = env.start_worker(4, RetrySchedule::default());
+    let mut batch = Batch::new();
+    for i in 0..5 {
+        let name = format!("SO-{i}");
+        batch.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            order(&name, 1.0),
+        ));
+    }
+    env.producer().emit_batch(batch).await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while env.rows().iter().any(|r| r.status != "Exhausted") {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rx.reply_always(Reply::status(200));
+    for r in env.rows() {
+        until_idle(&env, r.id).await;
+    }
+    let since = Utc::now() - chrono::Duration::hours(1);
+    let touched = env
+        .store
+        .run_sync(|c| {
+            deliveries::replay_bulk(
+                c,
+                "orders",
+                hookfleet_core::model::DeliveryStatus::Exhausted,
+                since,
+            )
+        })
+        .unwrap();
+    assert_eq!(touched.len(), 5);
+    assert_eq!(env.sweeper(100, KEY_TTL).tick().await.unwrap().enqueued, 5);
+    for t in &touched {
+        until_row(&env, t.id, |r| r.status == "Delivered").await;
+    }
+    let rows = env.rows();
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.webhook_name == "orders" && r.status == "Delivered")
+            .count(),
+        5
+    );
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.webhook_name == "other" && r.status == "Exhausted")
+            .count(),
+        5
+    );
+    worker.stop().await;
+}
