@@ -18,6 +18,18 @@ use hookfleet_core::store::Store;
 use crate::delivery::DeliveryCommand;
 use crate::webhook::WebhookCommand;
 
+/// A usage error found after parsing (exit code 2, like clap's own).
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 #[derive(Parser)]
 #[command(
     name = "hookfleet",
@@ -82,6 +94,10 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)

@@ -335,7 +335,10 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             let (Some(entity_type), Some(event), Some(url)) =
                 (&fields.entity_type, &fields.event, &fields.url)
             else {
-                bail!("webhook add needs --entity-type, --event and --url");
+                return Err(crate::Usage(
+                    "webhook add needs --entity-type, --event and --url".into(),
+                )
+                .into());
             };
             let mut spec = WebhookSpec {
                 name,

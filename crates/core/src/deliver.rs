@@ -113,7 +113,9 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     let mut last = String::new();
     while let Some(s) = source {
         let text = s.to_string();
-        if text != last && !text.is_empty() {
+        // hyper-util's wrapper adds nothing a reader needs.
+        let generic = text.starts_with("client error (");
+        if text != last && !text.is_empty() && !generic {
             msg.push_str(": ");
             msg.push_str(&text);
             last = text;

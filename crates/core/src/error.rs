@@ -24,7 +24,7 @@ impl std::error::Error for ValidationError {}
 /// (status Exhausted) when it happens at emit time.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum RenderError {
-    #[error("template error: {0}")]
+    #[error("{0}")]
     Template(String),
     #[error("body template did not render to JSON: {0}")]
     NotJson(String),

@@ -66,7 +66,20 @@ fn environment(lenient_validation: bool) -> Environment<'static> {
     env
 }
 
-fn template_error(e: minijinja::Error) -> RenderError {
+/// A template error, saying which template (`body template`, `URL
+/// template`, `condition`) it is about.
+fn template_error(what: &'static str) -> impl Fn(minijinja::Error) -> RenderError {
+    move |e| {
+        let mut msg = format!("{what}: {}", describe_template_error(&e));
+        msg = msg
+            .replace(" (in <expression>:1)", "")
+            .replace(" (in body:1)", "")
+            .replace(" (in url:1)", "");
+        RenderError::Template(msg)
+    }
+}
+
+fn describe_template_error(e: &minijinja::Error) -> String {
     let mut msg = e.to_string();
     let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
@@ -74,7 +87,7 @@ fn template_error(e: minijinja::Error) -> RenderError {
         msg.push_str(&s.to_string());
         source = s.source();
     }
-    RenderError::Template(msg)
+    msg
 }
 
 fn check_size(body: &str) -> Result<(), RenderError> {
@@ -121,11 +134,11 @@ impl CompiledWebhook {
         let mut env = environment(validation);
         if let Some(t) = &webhook.body_template {
             env.add_template_owned(BODY, t.clone())
-                .map_err(template_error)?;
+                .map_err(template_error("body template"))?;
         }
         if webhook.dynamic_url {
             env.add_template_owned(URL, webhook.request_url.clone())
-                .map_err(template_error)?;
+                .map_err(template_error("URL template"))?;
         }
         if let Some(c) = webhook
             .condition
@@ -134,9 +147,10 @@ impl CompiledWebhook {
         {
             // Parsed alone first so that a condition is one expression, not a
             // fragment that closes the wrapper below.
-            env.compile_expression(c).map_err(template_error)?;
+            env.compile_expression(c)
+                .map_err(template_error("condition"))?;
             env.add_template_owned(CONDITION, format!("{{% if {c} %}}1{{% endif %}}"))
-                .map_err(template_error)?;
+                .map_err(template_error("condition"))?;
         }
         Ok(CompiledWebhook {
             fields: webhook.field_mappings(),
@@ -146,11 +160,16 @@ impl CompiledWebhook {
         })
     }
 
-    fn render(&self, name: &str, doc: &Value) -> Result<String, RenderError> {
-        let template = self.env.get_template(name).map_err(template_error)?;
+    fn render(&self, name: &'static str, doc: &Value) -> Result<String, RenderError> {
+        let what = match name {
+            BODY => "body template",
+            URL => "URL template",
+            _ => "condition",
+        };
+        let template = self.env.get_template(name).map_err(template_error(what))?;
         template
             .render(minijinja::context! { doc => JinjaValue::from_serialize(doc) })
-            .map_err(template_error)
+            .map_err(template_error(what))
     }
 
     /// Does the webhook's condition hold for `doc`? (No condition: yes.)
