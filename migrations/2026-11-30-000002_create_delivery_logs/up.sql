@@ -39,9 +39,10 @@ CREATE TABLE webhook_request_logs (
     CONSTRAINT one_row_per_event_and_webhook UNIQUE (event_id, webhook_id)
 );
 
--- The sweeper's only query walks this index: it stays small (pending rows
--- only) however large the table grows.
-CREATE INDEX webhook_request_logs_due ON webhook_request_logs (next_retry)
+-- The sweeper's only query walks this index in order: it stays small
+-- (pending rows only) however large the table grows, and (next_retry, id) is
+-- exactly the sweeper's order and paging key.
+CREATE INDEX webhook_request_logs_due ON webhook_request_logs (next_retry, id)
     WHERE next_retry IS NOT NULL;
 CREATE INDEX webhook_request_logs_by_webhook ON webhook_request_logs (webhook_name, id);
 CREATE INDEX webhook_request_logs_by_status ON webhook_request_logs (status, id);

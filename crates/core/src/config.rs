@@ -108,9 +108,12 @@ pub fn format_duration(d: Duration) -> String {
 pub fn init_tracing(format: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, never in files or pipes.
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if format == "json" {
         let _ = builder.json().try_init();
     } else {

@@ -359,29 +359,31 @@ pub struct DueRow {
 }
 
 /// Rows whose next_retry has passed, oldest first, after the position
-/// `after` (keyset paging within one tick), at most `limit`. Walks the
-/// partial index on next_retry only.
+/// `after` (keyset paging within one tick), at most `limit`. Both forms walk
+/// the partial index on (next_retry, id) in order and stop after `limit`
+/// rows, however large the table is.
 pub fn due(
     conn: &mut PgConnection,
     after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<DueRow>, StoreError> {
-    let (after_time, after_id) = match after {
-        Some((t, id)) => (Some(t), id),
-        None => (None, 0),
-    };
-    Ok(diesel::sql_query(
-        "SELECT l.id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
-         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
-         WHERE l.next_retry <= now()
-           AND ($1::timestamptz IS NULL OR (l.next_retry, l.id) > ($1::timestamptz, $2))
-         ORDER BY l.next_retry, l.id
-         LIMIT $3",
-    )
-    .bind::<Nullable<Timestamptz>, _>(after_time)
-    .bind::<BigInt, _>(after_id)
-    .bind::<BigInt, _>(limit)
-    .load(conn)?)
+    const SELECT: &str = "SELECT l.id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
+         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
+    Ok(match after {
+        None => diesel::sql_query(format!(
+            "{SELECT} WHERE l.next_retry <= now() ORDER BY l.next_retry, l.id LIMIT $1"
+        ))
+        .bind::<BigInt, _>(limit)
+        .load(conn)?,
+        Some((time, id)) => diesel::sql_query(format!(
+            "{SELECT} WHERE l.next_retry <= now() AND (l.next_retry, l.id) > ($1, $2)
+             ORDER BY l.next_retry, l.id LIMIT $3"
+        ))
+        .bind::<Timestamptz, _>(time)
+        .bind::<BigInt, _>(id)
+        .bind::<BigInt, _>(limit)
+        .load(conn)?,
+    })
 }
 
 /// What a manual replay did.
