@@ -53,6 +53,7 @@ fn with_database(url: &str, db: &str) -> String {
 
 /// A database and a Redis prefix of this test's own.
 pub struct TestEnv {
+    admin_url: String,
     pub database_url: String,
     pub db_name: String,
     pub redis_url: String,
@@ -71,11 +72,16 @@ impl Default for TestEnv {
 impl TestEnv {
     /// Creates and migrates a fresh database; picks a fresh key prefix.
     pub fn new() -> TestEnv {
+        Self::on(&admin_url(), &redis_url())
+    }
+
+    /// A test environment on given servers (throwaway ones, say).
+    pub fn on(admin: &str, redis_url: &str) -> TestEnv {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let nonce = &uuid_like()[..8];
         let run = run_id();
         let db_name = format!("hf_t_{run}_{}_{n}_{nonce}", std::process::id()).to_lowercase();
-        let admin = admin_url();
+        let admin = admin.to_string();
         let mut conn = PgConnection::establish(&admin)
             .expect("connect to Postgres as admin (HOOKFLEET_TEST_ADMIN_URL)");
         diesel::sql_query(format!("CREATE DATABASE \"{db_name}\""))
@@ -85,9 +91,10 @@ impl TestEnv {
         let store = Store::connect(&database_url, 8).expect("pool");
         store.migrate().expect("migrate test database");
         let prefix = format!("hftest:{run}:{}:{n}:{nonce}:", std::process::id());
-        let redis_url = redis_url();
+        let redis_url = redis_url.to_string();
         let queue = RedisQueue::connect(&redis_url, &prefix).expect("redis");
         TestEnv {
+            admin_url: admin,
             database_url,
             db_name,
             redis_url,
@@ -282,6 +289,15 @@ impl TestEnv {
         self.start_worker_on(&["default"], concurrency, schedule)
     }
 
+    /// Starts a worker in this process with its configuration adjusted by `tune`.
+    pub fn start_worker_tuned(
+        &self,
+        concurrency: usize,
+        tune: impl FnOnce(&mut hookfleet_worker::WorkerConfig),
+    ) -> WorkerHandle {
+        self.spawn_worker(&["default"], concurrency, RetrySchedule::default(), tune)
+    }
+
     /// Starts a worker in this process on the given queues.
     pub fn start_worker_on(
         &self,
@@ -289,8 +305,18 @@ impl TestEnv {
         concurrency: usize,
         schedule: RetrySchedule,
     ) -> WorkerHandle {
+        self.spawn_worker(queues, concurrency, schedule, |_| {})
+    }
+
+    fn spawn_worker(
+        &self,
+        queues: &[&str],
+        concurrency: usize,
+        schedule: RetrySchedule,
+        tune: impl FnOnce(&mut hookfleet_worker::WorkerConfig),
+    ) -> WorkerHandle {
         let shutdown = Shutdown::new();
-        let config = hookfleet_worker::WorkerConfig {
+        let mut config = hookfleet_worker::WorkerConfig {
             worker_id: hookfleet_worker::WorkerConfig::new_worker_id(),
             queues: queues.iter().map(|q| q.to_string()).collect(),
             concurrency,
@@ -298,8 +324,12 @@ impl TestEnv {
             schedule,
             policy: self.policy.clone(),
             drain_timeout: Duration::from_secs(30),
+            heartbeat_ttl: hookfleet_worker::DEFAULT_HEARTBEAT_TTL,
+            max_recoveries: hookfleet_worker::DEFAULT_MAX_RECOVERIES,
+            lease_margin: hookfleet_core::deliver::LEASE_MARGIN,
             shutdown: shutdown.clone(),
         };
+        tune(&mut config);
         let id = config.worker_id.clone();
         let task = tokio::spawn(hookfleet_worker::run(
             self.store.clone(),
@@ -318,12 +348,17 @@ impl TestEnv {
 pub struct WorkerHandle {
     pub shutdown: Shutdown,
     pub id: String,
-    task: Option<tokio::task::JoinHandle<hookfleet_worker::stats::Snapshot>>,
+    task: Option<tokio::task::JoinHandle<hookfleet_worker::WorkerReport>>,
 }
 
 impl WorkerHandle {
     /// Drains and stops the worker; returns its counters.
-    pub async fn stop(mut self) -> hookfleet_worker::stats::Snapshot {
+    pub async fn stop(self) -> hookfleet_worker::stats::Snapshot {
+        self.stop_report().await.counts
+    }
+
+    /// Drains and stops the worker; returns its report.
+    pub async fn stop_report(mut self) -> hookfleet_worker::WorkerReport {
         self.shutdown.trigger();
         self.task
             .take()
@@ -343,7 +378,7 @@ impl Drop for WorkerHandle {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         let _ = self.delete_keys();
-        if let Ok(mut conn) = PgConnection::establish(&admin_url()) {
+        if let Ok(mut conn) = PgConnection::establish(&self.admin_url) {
             let _ = diesel::sql_query(format!(
                 "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
                 self.db_name

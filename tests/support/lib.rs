@@ -16,7 +16,9 @@
 //! database name and key prefix, so a run can clean up after itself).
 
 pub mod env;
+pub mod instances;
 pub mod receiver;
 
 pub use env::{spec, TestEnv, WorkerHandle};
+pub use instances::{LocalPostgres, LocalRedis};
 pub use receiver::{Received, Receiver, Reply};

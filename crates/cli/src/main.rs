@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 the operation failed or was refused (the message
 //! says why), 2 usage error.
 
+mod dead;
 mod delivery;
 mod table;
 mod webhook;
@@ -15,6 +16,7 @@ use hookfleet_core::config::Settings;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::Store;
 
+use crate::dead::DeadCommand;
 use crate::delivery::DeliveryCommand;
 use crate::webhook::WebhookCommand;
 
@@ -55,6 +57,9 @@ enum Command {
     /// Inspect and replay deliveries.
     #[command(subcommand)]
     Delivery(DeliveryCommand),
+    /// Inspect, requeue or purge dead-lettered jobs.
+    #[command(subcommand)]
+    Dead(DeadCommand),
     /// Rows by status, queue depths, dead letters, the oldest due retry.
     Stats {
         #[arg(long)]
@@ -80,6 +85,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Delivery(cmd) => {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
             delivery::run(&store, &queue, s.queue_grace, cmd).await?
+        }
+        Command::Dead(cmd) => {
+            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            dead::run(&queue, cmd).await?
         }
         Command::Stats { json } => {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;

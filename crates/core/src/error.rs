@@ -57,21 +57,37 @@ impl StoreError {
     /// True when the failure is the database's availability, not the request:
     /// the caller should keep what it holds and try again.
     pub fn is_transient(&self) -> bool {
+        use diesel::result::{DatabaseErrorKind as Kind, Error as E};
         match self {
             StoreError::Unavailable(_) => true,
-            StoreError::Query(diesel::result::Error::DatabaseError(kind, info)) => {
-                matches!(
-                    kind,
-                    diesel::result::DatabaseErrorKind::ClosedConnection
-                        | diesel::result::DatabaseErrorKind::SerializationFailure
-                ) || info.message().contains("terminating connection")
-                    || info.message().contains("server closed the connection")
-                    || info.message().contains("the database system is")
+            StoreError::Query(E::DatabaseError(kind, info)) => {
+                matches!(kind, Kind::ClosedConnection | Kind::SerializationFailure)
+                    || TRANSIENT_MESSAGES
+                        .iter()
+                        .any(|m| info.message().contains(m))
+            }
+            StoreError::Query(E::BrokenTransactionManager) => true,
+            StoreError::Query(other) => {
+                let text = other.to_string();
+                TRANSIENT_MESSAGES.iter().any(|m| text.contains(m))
             }
             _ => false,
         }
     }
 }
+
+/// What libpq and Postgres say when the server went away or is restarting.
+const TRANSIENT_MESSAGES: &[&str] = &[
+    "terminating connection",
+    "server closed the connection",
+    "no connection to the server",
+    "connection to server",
+    "could not connect",
+    "the database system is",
+    "Connection refused",
+    "could not receive data from server",
+    "could not send data to server",
+];
 
 impl From<diesel::r2d2::PoolError> for StoreError {
     fn from(e: diesel::r2d2::PoolError) -> Self {

@@ -12,7 +12,10 @@
 //! - [`deliver`]: one attempt on the wire (sign, send, judge).
 //! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
 //! - [`store`]: Postgres through diesel: the record of every delivery.
-//! - [`queue`]: Redis: jobs, in-flight keys, dead letters.
+//! - [`queue`]: Redis: jobs and in-flight keys.
+//! - [`registry`]: worker heartbeats and the reaper that recovers a dead
+//!   worker's jobs.
+//! - [`dead`]: the dead-letter list.
 //! - [`shutdown`]: the drain-then-stop signal every binary shares.
 //! - [`backoff`]: waits between reconnection attempts.
 //! - [`config`]: settings shared by every binary (flags with env fallbacks).
@@ -20,10 +23,12 @@
 
 pub mod backoff;
 pub mod config;
+pub mod dead;
 pub mod deliver;
 pub mod error;
 pub mod model;
 pub mod queue;
+pub mod registry;
 pub mod render;
 pub mod schedule;
 pub mod schema;

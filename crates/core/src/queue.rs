@@ -17,7 +17,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use deadpool_redis::{Manager, Pool};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, AsyncConnectionConfig, Script};
@@ -105,6 +104,27 @@ impl Keys {
     pub fn dead(&self) -> String {
         format!("{}dead", self.prefix)
     }
+
+    /// A worker's heartbeat: exists while the worker lives (it has a TTL).
+    pub fn heartbeat(&self, worker: &str) -> String {
+        format!("{}worker:{}", self.prefix, worker)
+    }
+
+    /// Hash of registered workers → the queues they take from, so a dead
+    /// worker's processing lists can be found after its heartbeat is gone.
+    pub fn workers(&self) -> String {
+        format!("{}workers", self.prefix)
+    }
+
+    /// The short lock one reaper holds while it recovers dead workers' jobs.
+    pub fn reaper_lock(&self) -> String {
+        format!("{}reaper:lock", self.prefix)
+    }
+
+    /// The workers that died holding a job (a list with a TTL).
+    pub fn recoveries(&self, job: &str) -> String {
+        format!("{}recovered::{}", self.prefix, job)
+    }
 }
 
 /// Takes each row's in-flight key and pushes its job, as one step per row.
@@ -148,9 +168,9 @@ pub struct Enqueue {
 /// The Redis side of hookfleet.
 #[derive(Clone)]
 pub struct RedisQueue {
-    pool: Pool,
+    pub(crate) pool: Pool,
     client: redis::Client,
-    keys: Keys,
+    pub(crate) keys: Keys,
     enqueue: Script,
     take: Script,
 }
@@ -288,33 +308,6 @@ impl RedisQueue {
         Ok(())
     }
 
-    /// Moves a job from a processing list to the dead-letter list, with the
-    /// reason and who found it.
-    pub async fn dead_letter(
-        &self,
-        processing: &str,
-        job: &str,
-        reason: &str,
-        worker: &str,
-    ) -> Result<(), QueueError> {
-        let entry = serde_json::json!({
-            "job": job,
-            "reason": reason,
-            "worker": worker,
-            "at": Utc::now().to_rfc3339(),
-        })
-        .to_string();
-        let mut conn = self.conn().await?;
-        redis::pipe()
-            .lpush(self.keys.dead(), entry)
-            .ignore()
-            .lrem(processing, 1, job)
-            .ignore()
-            .query_async::<()>(&mut *conn)
-            .await?;
-        Ok(())
-    }
-
     /// Puts a taken job back at the consuming end of its queue, atomically
     /// with removing it from the processing list (same hash tag, same slot).
     pub async fn requeue(
@@ -339,18 +332,6 @@ impl RedisQueue {
     pub async fn depth(&self, queue: &str) -> Result<i64, QueueError> {
         let mut conn = self.conn().await?;
         Ok(conn.llen(self.keys.queue(queue)).await?)
-    }
-
-    /// Entries in the dead-letter list, newest first.
-    pub async fn dead_letters(&self, limit: isize) -> Result<Vec<String>, QueueError> {
-        let mut conn = self.conn().await?;
-        Ok(conn.lrange(self.keys.dead(), 0, limit.max(1) - 1).await?)
-    }
-
-    /// Length of the dead-letter list.
-    pub async fn dead_count(&self) -> Result<i64, QueueError> {
-        let mut conn = self.conn().await?;
-        Ok(conn.llen(self.keys.dead()).await?)
     }
 }
 

@@ -159,7 +159,13 @@ pub struct Producer {
     catalog: CatalogCache,
     http: reqwest::Client,
     identity: String,
+    /// After Redis fails, emits skip it until this time: the rows are safe in
+    /// Postgres either way, and an emit should not wait on a dead Redis.
+    redis_down_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long emits skip Redis after it failed, before trying it again.
+pub const REDIS_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// A collection of events emitted together. Like Frappe's after-commit queue,
 /// it keeps only the last state of a document per webhook: an insert and
@@ -203,6 +209,7 @@ impl Producer {
             catalog: CatalogCache::default(),
             http,
             identity: process_identity("producer"),
+            redis_down_until: std::sync::Mutex::new(None),
         }
     }
 
@@ -391,12 +398,23 @@ impl Producer {
                     queue: report.deliveries[i].queue.clone(),
                 })
                 .collect();
-            match self
-                .queue
-                .enqueue(&items, &self.identity, self.config.queue_grace)
-                .await
-            {
+            let skip = self
+                .redis_down_until
+                .lock()
+                .expect("redis flag")
+                .is_some_and(|until| std::time::Instant::now() < until);
+            let result = if skip {
+                Err(hookfleet_core::QueueError::Unavailable(
+                    "it failed moments ago".into(),
+                ))
+            } else {
+                self.queue
+                    .enqueue(&items, &self.identity, self.config.queue_grace)
+                    .await
+            };
+            match result {
                 Ok(flags) => {
+                    *self.redis_down_until.lock().expect("redis flag") = None;
                     for (&i, ok) in to_queue.iter().zip(flags) {
                         report.deliveries[i].enqueued = ok;
                     }
@@ -406,7 +424,11 @@ impl Producer {
                         "rows recorded but not queued ({e}); the sweeper sends them after the grace of {}",
                         format_duration(self.config.queue_grace)
                     );
-                    tracing::warn!(rows = items.len(), "{msg}");
+                    if !skip {
+                        tracing::warn!(rows = items.len(), "{msg}");
+                        *self.redis_down_until.lock().expect("redis flag") =
+                            Some(std::time::Instant::now() + REDIS_RETRY_AFTER);
+                    }
                     report.enqueue_error = Some(msg);
                 }
             }

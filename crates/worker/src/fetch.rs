@@ -13,14 +13,14 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use hookfleet_core::backoff::Backoff;
-use hookfleet_core::deliver::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::deliver::{self, Claim};
 use hookfleet_core::queue::{Job, RedisQueue};
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
 
 use crate::record::Finished;
 use crate::stats::Counters;
-use crate::unit::UnitOfWork;
+use crate::unit::{Held, UnitOfWork};
 use crate::WorkerConfig;
 
 /// How long a pop waits on an empty queue: the worker then looks at its other
@@ -36,8 +36,11 @@ pub struct Fetcher {
     pub recorder: mpsc::UnboundedSender<Finished>,
     pub http: reqwest::Client,
     pub tasks: tokio::task::JoinSet<()>,
+    pub held: Arc<Held>,
     blocking: Option<MultiplexedConnection>,
     next_queue: usize,
+    /// A blocking pop failed: a job may sit in a processing list unseen.
+    suspect_orphans: bool,
 }
 
 impl Fetcher {
@@ -50,6 +53,7 @@ impl Fetcher {
         counters: Arc<Counters>,
         recorder: mpsc::UnboundedSender<Finished>,
         http: reqwest::Client,
+        held: Arc<Held>,
     ) -> Fetcher {
         Fetcher {
             store,
@@ -60,8 +64,10 @@ impl Fetcher {
             recorder,
             http,
             tasks: tokio::task::JoinSet::new(),
+            held,
             blocking: None,
             next_queue: 0,
+            suspect_orphans: false,
         }
     }
 
@@ -91,6 +97,12 @@ impl Fetcher {
             match self.take(permits.len()).await {
                 Ok(units) => {
                     backoff.reset();
+                    if self.suspect_orphans {
+                        self.return_orphans().await;
+                    }
+                    for u in &units {
+                        self.held.take(u);
+                    }
                     if units.is_empty() {
                         continue;
                     }
@@ -101,6 +113,7 @@ impl Fetcher {
                     let wait = backoff.next_wait();
                     tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
                     self.blocking = None;
+                    self.suspect_orphans = true;
                     drop(permits);
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
@@ -111,6 +124,36 @@ impl Fetcher {
             // Reap finished delivery tasks so the set does not grow.
             while self.tasks.try_join_next().is_some() {}
         }
+    }
+
+    /// Puts back jobs sitting in this worker's processing lists that it does
+    /// not hold: a pop whose answer was lost may still have moved one there
+    /// (PITFALLS 2). Runs once Redis answers again after a failed pop.
+    async fn return_orphans(&mut self) {
+        let mut returned = 0;
+        for q in self.config.queues.clone() {
+            let processing = self.processing(&q);
+            let Ok(jobs) = self.queue.processing_jobs(&q, &self.config.worker_id).await else {
+                return;
+            };
+            let mut seen: HashMap<&str, usize> = HashMap::new();
+            for raw in &jobs {
+                let n = seen.entry(raw.as_str()).or_default();
+                *n += 1;
+                if *n > self.held.count(&processing, raw)
+                    && self.queue.requeue(&processing, &q, raw).await.is_ok()
+                {
+                    returned += 1;
+                }
+            }
+        }
+        if returned > 0 {
+            tracing::info!(
+                returned,
+                "returned jobs a lost pop had moved into this worker's processing list"
+            );
+        }
+        self.suspect_orphans = false;
     }
 
     /// Takes up to `max` jobs: without waiting from each queue in turn, then,
@@ -216,17 +259,31 @@ impl Fetcher {
                 // row this batch already claimed.
                 Counters::add(&self.counters.stale, 1);
                 tracing::debug!(log_id = id, "stale job dropped without a request");
-                done.push((unit, false));
+                // Its in-flight key is released too: if the row is leased by a
+                // worker that died, the sweeper takes it once the lease ends
+                // instead of once the key's TTL does; a live holder records
+                // its outcome before then, and the claim fences the rest.
+                done.push((unit, true));
             }
         }
         if !done.is_empty() {
             let mut backoff = Backoff::new();
-            while let Err(e) = UnitOfWork::acknowledge_all(&self.queue, &done).await {
-                let wait = backoff.next_wait();
-                tracing::warn!(error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = self.config.shutdown.requested(2) => break,
+            loop {
+                match UnitOfWork::acknowledge_all(&self.queue, &done).await {
+                    Ok(()) => {
+                        for (u, _) in &done {
+                            self.held.release(u);
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        let wait = backoff.next_wait();
+                        tracing::warn!(error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = self.config.shutdown.requested(2) => break,
+                        }
+                    }
                 }
             }
         }
@@ -237,12 +294,13 @@ impl Fetcher {
     /// stop at once meanwhile.
     async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
         let ids = Arc::new(ids);
+        let lease_margin = self.config.lease_margin;
         let mut backoff = Backoff::new();
         loop {
             let ids2 = ids.clone();
             match self
                 .store
-                .run(move |c| deliveries::claim(c, &ids2, LEASE_MARGIN))
+                .run(move |c| deliveries::claim(c, &ids2, lease_margin))
                 .await
             {
                 Ok(batch) => return Some(batch),
@@ -271,6 +329,7 @@ impl Fetcher {
                 _ = self.config.shutdown.requested(2) => return,
             }
         }
+        self.held.release(unit);
     }
 
     /// Starts one delivery; its outcome goes to the recorder with its slot.

@@ -10,12 +10,15 @@
 //! - [`record`]: write outcomes in batches, then ack and release keys.
 //! - [`unit`]: a taken job and its verbs (acknowledge, dead-letter, requeue).
 //! - [`stats`]: counters and the periodic summary line.
+//! - [`liveness`]: the heartbeat, and the reaper that recovers the jobs of
+//!   workers that died.
 //!
 //! A job's life: LMOVE/BLMOVE into `{queue}:processing:<worker>` → claim
 //! (lease + attempt count, or Exhausted / stale / missing) → send → outcome
 //! recorded → LREM + DEL of the in-flight key → slot freed.
 
 pub mod fetch;
+pub mod liveness;
 pub mod record;
 pub mod stats;
 pub mod unit;
@@ -35,6 +38,7 @@ use hookfleet_core::store::Store;
 use crate::fetch::Fetcher;
 use crate::record::Recorder;
 use crate::stats::{Counters, Snapshot, SUMMARY_INTERVAL};
+use crate::unit::Held;
 
 /// Jobs taken per pop at most: one claim statement covers them all.
 pub const DEFAULT_FETCH_BATCH: usize = 64;
@@ -43,6 +47,14 @@ pub const DEFAULT_FETCH_BATCH: usize = 64;
 /// and the reaper recovers what it held. A little over the longest webhook
 /// timeout (60 s), so a drain never cuts a legitimate attempt short.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(65);
+
+/// A worker silent this long counts as dead: three missed beats (one every
+/// ten seconds), so a pause in Redis or a busy machine is not mistaken for
+/// death, while a killed worker's jobs are back within half a minute.
+pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
+
+/// A job that was held by this many workers that died is a poison job.
+pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
 
 /// What a worker needs to know.
 pub struct WorkerConfig {
@@ -54,6 +66,14 @@ pub struct WorkerConfig {
     pub schedule: RetrySchedule,
     pub policy: Arc<NetworkPolicy>,
     pub drain_timeout: Duration,
+    /// The heartbeat's TTL: a worker silent this long is dead and its jobs are
+    /// recovered.
+    pub heartbeat_ttl: Duration,
+    /// Recoveries from dead workers after which a job is dead-lettered.
+    pub max_recoveries: u32,
+    /// Added to each webhook's timeout to make a claim's lease
+    /// ([`hookfleet_core::deliver::LEASE_MARGIN`] by default).
+    pub lease_margin: Duration,
     pub shutdown: Shutdown,
 }
 
@@ -71,10 +91,30 @@ impl WorkerConfig {
     }
 }
 
+/// How a worker stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Every delivery finished and was recorded; nothing left held.
+    Drained,
+    /// The drain timeout passed: unfinished jobs were put back on their
+    /// queues (their rows' leases keep them from being sent twice).
+    TimedOut,
+    /// A second signal: stopped at once; the reaper recovers what was held.
+    Forced,
+}
+
+/// What a worker did and how it stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerReport {
+    pub counts: Snapshot,
+    pub stop: Stop,
+}
+
 /// Runs a worker until shutdown; returns what it did.
-pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Snapshot {
+pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> WorkerReport {
     let config = Arc::new(config);
     let counters = Arc::new(Counters::default());
+    let held = Arc::new(Held::default());
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let (tx, rx) = mpsc::unbounded_channel();
     let recorder = Recorder {
@@ -83,54 +123,90 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Snaps
         worker_id: config.worker_id.clone(),
         counters: counters.clone(),
         shutdown: config.shutdown.clone(),
+        held: held.clone(),
     };
-    let recorder = tokio::spawn(recorder.run(rx));
+    let mut recorder = tokio::spawn(recorder.run(rx));
     let summary = tokio::spawn(summarise(counters.clone(), config.shutdown.clone()));
+    // Registered before the first pop, so a reaper can always find what this
+    // worker holds should it die.
+    if let Err(e) = queue
+        .heartbeat(&config.worker_id, &config.queues, config.heartbeat_ttl)
+        .await
+    {
+        tracing::warn!(error = %e, "cannot register (Redis unavailable); will keep trying");
+    }
+    let liveness = tokio::spawn(liveness::run(queue.clone(), config.clone()));
 
     tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency, "worker started");
     let http = deliver::http_client(config.policy.clone());
     let mut fetcher = Fetcher::new(
         store,
-        queue,
+        queue.clone(),
         config.clone(),
         slots.clone(),
         counters.clone(),
         tx,
         http,
+        held,
     );
     fetcher.run().await;
 
-    // Drain: every taken job is started; wait for the deliveries in flight.
+    // Drain: every taken job is started; wait for the deliveries in flight
+    // and for their outcomes to be recorded.
     tracing::info!(
         in_flight = config.concurrency - slots.available_permits(),
         "draining"
     );
     let mut tasks = std::mem::take(&mut fetcher.tasks);
     drop(fetcher);
-    let drained = tokio::select! {
-        _ = async { while tasks.join_next().await.is_some() {} } => true,
-        _ = tokio::time::sleep(config.drain_timeout) => false,
-        _ = config.shutdown.requested(2) => false,
+    let deadline = tokio::time::sleep(config.drain_timeout);
+    tokio::pin!(deadline);
+    let stop = tokio::select! {
+        _ = async {
+            while tasks.join_next().await.is_some() {}
+            let _ = (&mut recorder).await;
+        } => Stop::Drained,
+        _ = &mut deadline => Stop::TimedOut,
+        _ = config.shutdown.requested(2) => Stop::Forced,
     };
-    if drained {
-        let _ = recorder.await;
-    } else {
-        tasks.abort_all();
-        tracing::warn!(
-            "stopped before every delivery finished; the reaper recovers the jobs still held"
-        );
+    tasks.abort_all();
+    match stop {
+        Stop::Forced => {
+            tracing::warn!("stopped at once; the reaper recovers the jobs still held");
+        }
+        Stop::Drained | Stop::TimedOut => {
+            recorder.abort();
+            if stop == Stop::TimedOut {
+                tracing::warn!(timeout = ?config.drain_timeout, "drain timed out; putting unfinished jobs back");
+            }
+            // What is left (not started, or cut short) goes back to the
+            // queues; the rows' leases keep a cut-short attempt from being
+            // sent twice before its lease ends.
+            match queue.return_all(&config.worker_id, &config.queues).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(returned = n, "put jobs back on their queues"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot put jobs back; the reaper will once the heartbeat expires")
+                }
+            }
+            if let Err(e) = queue.deregister(&config.worker_id).await {
+                tracing::warn!(error = %e, "cannot deregister; the reaper will clean up");
+            }
+        }
     }
+    liveness.abort();
     summary.abort();
-    let done = counters.snapshot();
+    let counts = counters.snapshot();
     tracing::info!(
-        delivered = done.delivered,
-        failed = done.failed,
-        exhausted = done.exhausted,
-        stale = done.stale,
-        dead_lettered = done.dead_lettered,
+        delivered = counts.delivered,
+        failed = counts.failed,
+        exhausted = counts.exhausted,
+        stale = counts.stale,
+        dead_lettered = counts.dead_lettered,
+        ?stop,
         "worker stopped"
     );
-    done
+    WorkerReport { counts, stop }
 }
 
 async fn summarise(counters: Arc<Counters>, shutdown: Shutdown) {

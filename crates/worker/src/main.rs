@@ -10,7 +10,7 @@ use hookfleet_core::config::{init_tracing, parse_duration, Settings};
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_worker::{WorkerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_FETCH_BATCH};
+use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
 /// The most deliveries one process runs at once; more is more processes.
 const MAX_CONCURRENCY: usize = 10_000;
@@ -39,6 +39,26 @@ struct Cli {
     /// How long SIGTERM waits for deliveries in flight before exiting.
     #[arg(long, env = "HOOKFLEET_DRAIN_TIMEOUT", default_value = "65s", value_parser = parse_duration)]
     drain_timeout: Duration,
+    /// A worker whose heartbeat is this old is dead; its jobs are recovered.
+    #[arg(long, env = "HOOKFLEET_HEARTBEAT_TTL", default_value = "30s", value_parser = parse_heartbeat)]
+    heartbeat_ttl: Duration,
+    /// Dead workers a job may take down before it is dead-lettered.
+    #[arg(long, env = "HOOKFLEET_MAX_RECOVERIES", default_value_t = DEFAULT_MAX_RECOVERIES,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_recoveries: u32,
+    /// Added to a webhook's timeout to make a claim's lease: the time allowed
+    /// to record an outcome before the row counts as abandoned.
+    #[arg(long, env = "HOOKFLEET_LEASE_MARGIN", default_value = "30s", value_parser = parse_duration)]
+    lease_margin: Duration,
+}
+
+/// A heartbeat TTL of at least a second (it is renewed every third of it).
+fn parse_heartbeat(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err("the heartbeat TTL must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 #[tokio::main]
@@ -82,9 +102,13 @@ async fn main() -> ExitCode {
         schedule: cli.settings.retry_schedule.clone(),
         policy: Arc::new(cli.settings.allowed_networks.clone()),
         drain_timeout: cli.drain_timeout,
+        heartbeat_ttl: cli.heartbeat_ttl,
+        max_recoveries: cli.max_recoveries,
+        lease_margin: cli.lease_margin,
         shutdown,
     };
-    let _ = DEFAULT_DRAIN_TIMEOUT;
-    hookfleet_worker::run(store, queue, config).await;
-    ExitCode::SUCCESS
+    match hookfleet_worker::run(store, queue, config).await.stop {
+        Stop::Drained | Stop::TimedOut => ExitCode::SUCCESS,
+        Stop::Forced => ExitCode::from(1),
+    }
 }

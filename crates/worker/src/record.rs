@@ -19,7 +19,7 @@ use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::{deliveries, Store};
 
 use crate::stats::Counters;
-use crate::unit::UnitOfWork;
+use crate::unit::{Held, UnitOfWork};
 use hookfleet_core::backoff::Backoff;
 
 /// Most outcomes per write: one statement of a few hundred rows commits in a
@@ -39,6 +39,7 @@ pub struct Recorder {
     pub worker_id: String,
     pub counters: Arc<Counters>,
     pub shutdown: Shutdown,
+    pub held: Arc<Held>,
 }
 
 impl Recorder {
@@ -122,7 +123,12 @@ impl Recorder {
         let mut backoff = Backoff::new();
         loop {
             match UnitOfWork::acknowledge_all(&self.queue, &units).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    for (u, _) in &units {
+                        self.held.release(u);
+                    }
+                    break;
+                }
                 Err(e) => {
                     let wait = backoff.next_wait();
                     tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait,

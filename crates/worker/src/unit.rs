@@ -4,6 +4,7 @@
 //! the head of its queue). Nothing else removes it, so a worker that dies
 //! holding it leaves it where the reaper finds it.
 
+use hookfleet_core::dead::DeadLetter;
 use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::RedisQueue;
 
@@ -48,9 +49,8 @@ impl UnitOfWork {
         reason: &str,
         worker: &str,
     ) -> Result<(), QueueError> {
-        queue
-            .dead_letter(&self.processing, &self.raw, reason, worker)
-            .await
+        let letter = DeadLetter::new(&self.raw, &self.queue, reason, worker);
+        queue.dead_letter(&self.processing, &letter).await
     }
 
     /// Puts a job that was not started back where the next pop finds it first.
@@ -58,5 +58,41 @@ impl UnitOfWork {
         queue
             .requeue(&self.processing, &self.queue, &self.raw)
             .await
+    }
+}
+
+/// The jobs this worker holds, by processing list: what it took and has not
+/// yet acked, dead-lettered or requeued. Anything else in its processing
+/// lists is an orphan (a pop whose answer was lost, PITFALLS 2).
+#[derive(Debug, Default)]
+pub struct Held {
+    jobs: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
+}
+
+impl Held {
+    pub fn take(&self, unit: &UnitOfWork) {
+        let mut jobs = self.jobs.lock().expect("held lock");
+        *jobs
+            .entry((unit.processing.clone(), unit.raw.clone()))
+            .or_default() += 1;
+    }
+
+    pub fn release(&self, unit: &UnitOfWork) {
+        let mut jobs = self.jobs.lock().expect("held lock");
+        let key = (unit.processing.clone(), unit.raw.clone());
+        if let Some(n) = jobs.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                jobs.remove(&key);
+            }
+        }
+    }
+
+    /// How many copies of `raw` this worker holds in `processing`.
+    pub fn count(&self, processing: &str, raw: &str) -> usize {
+        let jobs = self.jobs.lock().expect("held lock");
+        jobs.get(&(processing.to_string(), raw.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 }

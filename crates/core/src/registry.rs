@@ -1,0 +1,195 @@
+//! Worker liveness in Redis: each worker registers the queues it takes from
+//! and keeps a heartbeat key with a TTL. When a heartbeat is gone the worker
+//! is dead, and a reaper (any live worker, one at a time under a short lock)
+//! puts the jobs left in its processing lists back on their queues.
+//!
+//! A job recovered from dead workers more than `max_recoveries` times is a job
+//! that kills its worker: it goes to the dead-letter list with the workers it
+//! took down, instead of looping forever. (Its row, if any, stays in Postgres
+//! and the sweeper owns it again.)
+//!
+//! Putting a job back is always safe: the row's claim decides whether it is
+//! sent, so a job recovered while its row is leased or done is dropped.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use redis::{AsyncCommands, Script};
+
+use crate::error::QueueError;
+use crate::queue::RedisQueue;
+
+/// How long a recovery is remembered against a job: long enough to notice a
+/// job that kills one worker after another, short enough to forget a job that
+/// was merely unlucky once.
+pub const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
+
+/// Moves every job of a dead worker's processing list (KEYS[1]) back to the
+/// consuming end of its queue (KEYS[2]), oldest first; a job recovered more
+/// than ARGV[1] times goes to the dead-letter list (KEYS[3]) instead.
+/// ARGV: max recoveries, dead worker id, now, recovery-key prefix, memory
+/// seconds, queue name, dead-letter limit. Returns {requeued, dead-lettered}.
+const REAP_LUA: &str = r"
+local requeued, dead = 0, 0
+while true do
+  local job = redis.call('RPOP', KEYS[1])
+  if not job then break end
+  local rkey = ARGV[4] .. job
+  redis.call('RPUSH', rkey, ARGV[2])
+  redis.call('EXPIRE', rkey, ARGV[5])
+  local n = redis.call('LLEN', rkey)
+  if n > tonumber(ARGV[1]) then
+    local holders = redis.call('LRANGE', rkey, 0, -1)
+    redis.call('DEL', rkey)
+    local entry = cjson.encode({
+      id = 'dl_reaper_' .. ARGV[3] .. '_' .. dead, job = job, queue = ARGV[6],
+      reason = 'recovered from ' .. n .. ' dead workers: a job that kills its worker',
+      worker = 'reaper', at = ARGV[3], died_holding = holders })
+    redis.call('LPUSH', KEYS[3], entry)
+    redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[7]) - 1)
+    dead = dead + 1
+  else
+    redis.call('RPUSH', KEYS[2], job)
+    requeued = requeued + 1
+  end
+end
+return {requeued, dead}
+";
+
+/// Moves every job of a live worker's own processing list (KEYS[1]) back to
+/// its queue (KEYS[2]): what a draining worker did not finish.
+const RETURN_LUA: &str = r"
+local n = 0
+while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do n = n + 1 end
+return n
+";
+
+/// What one reaping pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    pub dead_workers: usize,
+    pub requeued: usize,
+    pub dead_lettered: usize,
+}
+
+impl RedisQueue {
+    /// Registers (or re-registers after a Redis restart) a worker and renews
+    /// its heartbeat for `ttl`, in one transaction.
+    pub async fn heartbeat(
+        &self,
+        worker: &str,
+        queues: &[String],
+        ttl: Duration,
+    ) -> Result<(), QueueError> {
+        let mut conn = self.conn().await?;
+        let value =
+            serde_json::json!({ "queues": queues, "at": Utc::now().to_rfc3339() }).to_string();
+        redis::pipe()
+            .atomic()
+            .hset(self.keys.workers(), worker, queues.join(","))
+            .ignore()
+            .set_ex(self.keys.heartbeat(worker), value, ttl.as_secs().max(1))
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a worker that stopped cleanly (its lists are empty by then).
+    pub async fn deregister(&self, worker: &str) -> Result<(), QueueError> {
+        let mut conn = self.conn().await?;
+        redis::pipe()
+            .hdel(self.keys.workers(), worker)
+            .ignore()
+            .del(self.keys.heartbeat(worker))
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Puts everything left in `worker`'s processing lists back on the queues.
+    pub async fn return_all(&self, worker: &str, queues: &[String]) -> Result<usize, QueueError> {
+        let script = Script::new(RETURN_LUA);
+        let mut conn = self.conn().await?;
+        let mut total = 0usize;
+        for q in queues {
+            let n: usize = script
+                .key(self.keys.processing(q, worker))
+                .key(self.keys.queue(q))
+                .invoke_async(&mut *conn)
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// One reaping pass, if this process gets the reaper lock (held for
+    /// `lock_for`): recovers the jobs of every registered worker whose
+    /// heartbeat is gone. Returns None when another reaper holds the lock.
+    pub async fn reap(
+        &self,
+        me: &str,
+        max_recoveries: u32,
+        lock_for: Duration,
+    ) -> Result<Option<Reaped>, QueueError> {
+        let mut conn = self.conn().await?;
+        let locked: bool = redis::cmd("SET")
+            .arg(self.keys.reaper_lock())
+            .arg(me)
+            .arg("NX")
+            .arg("PX")
+            .arg(lock_for.as_millis() as u64)
+            .query_async::<Option<String>>(&mut *conn)
+            .await?
+            .is_some();
+        if !locked {
+            return Ok(None);
+        }
+        let registered: Vec<(String, String)> = conn.hgetall(self.keys.workers()).await?;
+        let script = Script::new(REAP_LUA);
+        let mut reaped = Reaped::default();
+        for (worker, queues) in registered {
+            if worker == me {
+                continue;
+            }
+            let alive: bool = conn.exists(self.keys.heartbeat(&worker)).await?;
+            if alive {
+                continue;
+            }
+            reaped.dead_workers += 1;
+            for q in queues.split(',').filter(|q| !q.is_empty()) {
+                let (requeued, dead): (usize, usize) = script
+                    .key(self.keys.processing(q, &worker))
+                    .key(self.keys.queue(q))
+                    .key(self.keys.dead())
+                    .arg(max_recoveries)
+                    .arg(&worker)
+                    .arg(Utc::now().to_rfc3339())
+                    .arg(self.keys.recoveries(""))
+                    .arg(RECOVERY_MEMORY.as_secs())
+                    .arg(q)
+                    .arg(crate::dead::DEAD_LETTER_LIMIT)
+                    .invoke_async(&mut *conn)
+                    .await?;
+                reaped.requeued += requeued;
+                reaped.dead_lettered += dead;
+            }
+            let _: () = conn.hdel(self.keys.workers(), &worker).await?;
+        }
+        let _: () = conn.del(self.keys.reaper_lock()).await?;
+        Ok(Some(reaped))
+    }
+
+    /// The jobs in one of `worker`'s processing lists.
+    pub async fn processing_jobs(
+        &self,
+        queue: &str,
+        worker: &str,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut conn = self.conn().await?;
+        Ok(conn
+            .lrange(self.keys.processing(queue, worker), 0, -1)
+            .await?)
+    }
+}

@@ -1,0 +1,522 @@
+//! Nothing lost, nothing doubled: workers killed or stopped, Postgres and
+//! Redis cut or restarted. Tests that break a server start their own
+//! throwaway instance on a spare port.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use hookfleet_core::queue::Job;
+use hookfleet_producer::{Batch, EmitError, Event};
+use hookfleet_testkit::{spec, LocalPostgres, LocalRedis, Receiver, Reply, TestEnv};
+
+const WAIT: Duration = Duration::from_secs(40);
+const KEY_TTL: Duration = Duration::from_secs(600);
+
+fn order(name: &str) -> serde_json::Value {
+    json!({"doctype": "Sales Order", "name": name, "grand_total": 10})
+}
+
+fn batch(n: usize) -> Batch {
+    let mut b = Batch::new();
+    for i in 0..n {
+        let name = format!("SO-{i}");
+        b.push(Event::new("Sales Order", "on_submit", &name, order(&name)));
+    }
+    b
+}
+
+/// A worker process, killed when dropped (so a failing test leaves none).
+struct WorkerProcess(Child);
+
+impl WorkerProcess {
+    fn start(env: &TestEnv, args: &[&str]) -> WorkerProcess {
+        let child = env
+            .command("hookfleet-worker")
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start worker");
+        WorkerProcess(child)
+    }
+
+    fn signal(&self, sig: &str) {
+        Command::new("kill")
+            .args([sig, &self.0.id().to_string()])
+            .status()
+            .expect("kill");
+    }
+
+    /// Waits for the process to exit; its exit code.
+    fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker did not exit within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn all_delivered(env: &TestEnv, n: usize) -> bool {
+    let rows = env.rows();
+    rows.len() == n && rows.iter().all(|r| r.status == "Delivered")
+}
+
+fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
+    let mut per_id = HashMap::new();
+    for r in rx.requests() {
+        *per_id
+            .entry(r.header("webhook-id").unwrap_or("").to_string())
+            .or_insert(0) += 1;
+    }
+    per_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(1500)));
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
+    s.timeout = Duration::from_secs(3);
+    env.add_webhook(&s);
+    env.producer().emit_batch(batch(6)).await.unwrap();
+
+    let mut a = WorkerProcess::start(
+        &env,
+        &[
+            "--concurrency",
+            "8",
+            "--heartbeat-ttl",
+            "2s",
+            "--lease-margin",
+            "1s",
+        ],
+    );
+    rx.wait_for(6, WAIT).await;
+    a.signal("-KILL");
+    a.wait(Duration::from_secs(5));
+    assert!(
+        env.rows()
+            .iter()
+            .all(|r| r.status == "Queued" && r.attempts == 1),
+        "A died mid-attempt"
+    );
+
+    let b = env.start_worker_tuned(8, |c| {
+        c.heartbeat_ttl = Duration::from_secs(2);
+        c.lease_margin = Duration::from_secs(1);
+    });
+    let sweeper = env.sweeper(100, KEY_TTL);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !all_delivered(&env, 6) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all delivered: {:?}",
+            env.rows()
+        );
+        sweeper.tick().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    b.stop().await;
+    // Every row was delivered by B's attempt; A's processing list is empty
+    // and A is no longer registered.
+    assert!(env.rows().iter().all(|r| r.attempts == 2));
+    let per_id = receipts_per_id(&rx);
+    assert_eq!(per_id.len(), 6);
+    assert!(
+        per_id.values().all(|n| *n == 2),
+        "A sent once before dying, B once: {per_id:?}"
+    );
+    assert!(env
+        .keys()
+        .iter()
+        .all(|k| !k.contains(":processing:") || env.llen(k) == 0));
+    let mut conn = env.redis();
+    let workers: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(env.queue.keys().workers())
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        workers.is_empty(),
+        "dead and stopped workers are deregistered: {workers:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_secs(2)));
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    env.producer().emit_batch(batch(5)).await.unwrap();
+    let mut w = WorkerProcess::start(&env, &["--concurrency", "8"]);
+    rx.wait_for(5, WAIT).await;
+    let signalled = Instant::now();
+    w.signal("-TERM");
+    assert_eq!(w.wait(Duration::from_secs(15)), Some(0));
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(1000),
+        "it waited for the deliveries"
+    );
+    assert!(all_delivered(&env, 5), "{:?}", env.rows());
+    assert_eq!(rx.count(), 5);
+    assert!(
+        env.keys().iter().all(|k| !k.contains("webhook_retry::")),
+        "keys released"
+    );
+    assert!(
+        env.keys().iter().all(|k| !k.contains(":processing:")),
+        "nothing left held"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::hang());
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
+    s.timeout = Duration::from_secs(10);
+    env.add_webhook(&s);
+    env.producer().emit_batch(batch(3)).await.unwrap();
+    let mut w = WorkerProcess::start(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
+    rx.wait_for(3, WAIT).await;
+    w.signal("-TERM");
+    assert_eq!(w.wait(Duration::from_secs(10)), Some(0));
+    let queue = env.queue.keys().queue("default");
+    assert_eq!(env.llen(&queue), 3, "the three jobs are back on the queue");
+    assert!(env.keys().iter().all(|k| !k.contains(":processing:")));
+    // Their rows are still leased by the cut-short attempt: a worker that takes
+    // the jobs now must not send them again before the lease ends.
+    let b = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
+    until("the returned jobs are taken", || env.llen(&queue) == 0).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rx.count(), 3, "no second send while the lease holds");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::hang());
+    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
+    s.timeout = Duration::from_secs(2);
+    env.add_webhook(&s);
+    env.producer().emit_batch(batch(2)).await.unwrap();
+    let mut w = WorkerProcess::start(
+        &env,
+        &[
+            "--concurrency",
+            "4",
+            "--heartbeat-ttl",
+            "2s",
+            "--lease-margin",
+            "1s",
+        ],
+    );
+    rx.wait_for(2, WAIT).await;
+    w.signal("-TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    w.signal("-TERM");
+    assert_eq!(
+        w.wait(Duration::from_secs(5)),
+        Some(1),
+        "stopped at once, not drained"
+    );
+    let held: Vec<String> = env
+        .keys()
+        .into_iter()
+        .filter(|k| k.contains(":processing:"))
+        .collect();
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        env.llen(&held[0]),
+        2,
+        "the jobs stay where the reaper finds them"
+    );
+
+    rx.reply_always(Reply::status(200));
+    let b = env.start_worker_tuned(4, |c| {
+        c.heartbeat_ttl = Duration::from_secs(2);
+        c.lease_margin = Duration::from_secs(1);
+    });
+    let sweeper = env.sweeper(100, KEY_TTL);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !all_delivered(&env, 2) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", env.rows());
+        sweeper.tick().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(env.llen(&held[0]), 0, "recovered");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_twice() {
+    let pg = LocalPostgres::start();
+    let env = TestEnv::on(
+        &pg.admin_url(),
+        &std::env::var("HOOKFLEET_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
+    );
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    env.producer().emit_batch(batch(30)).await.unwrap();
+    let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
+    rx.wait_for(4, WAIT).await;
+
+    pg.stop_immediately();
+    // The four in flight finish; their outcomes cannot be written, so the
+    // worker keeps their jobs and slots and takes nothing new.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = rx.count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rx.count(), during, "no new request while Postgres is down");
+    assert!(during <= 8, "at most the held slots were sent: {during}");
+    pg.start_again();
+
+    until("every row Delivered", || all_delivered(&env, 30)).await;
+    worker.stop().await;
+    let per_id = receipts_per_id(&rx);
+    assert_eq!(per_id.len(), 30, "none lost");
+    assert!(
+        per_id.values().all(|n| *n == 1),
+        "none sent twice: {per_id:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
+    let pg = LocalPostgres::start();
+    let env = TestEnv::on(
+        &pg.admin_url(),
+        &std::env::var("HOOKFLEET_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
+    );
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let producer = env.producer();
+    producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-0",
+            order("SO-0"),
+        ))
+        .await
+        .unwrap();
+    pg.stop_immediately();
+    let err = producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1"),
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EmitError::Store(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("nothing was recorded") && text.contains("database"),
+        "{text}"
+    );
+    assert_eq!(
+        env.llen(&env.queue.keys().queue("default")),
+        1,
+        "only the first event's job"
+    );
+    pg.start_again();
+    assert_eq!(env.rows().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the_grace() {
+    let mut redis = LocalRedis::start();
+    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let env = TestEnv::on(&admin, &redis.url());
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let grace = Duration::from_secs(1);
+    let report = env
+        .producer_with_grace(grace)
+        .emit_batch(batch(10))
+        .await
+        .unwrap();
+    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    redis.restart();
+    let worker = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
+    tokio::time::sleep(grace + Duration::from_millis(300)).await;
+    assert_eq!(rx.count(), 0, "the jobs died with Redis");
+    let tick = env.sweeper(100, grace).tick().await.unwrap();
+    assert_eq!(tick.enqueued, 10);
+    until("every row Delivered", || all_delivered(&env, 10)).await;
+    worker.stop().await;
+    let per_id = receipts_per_id(&rx);
+    assert_eq!(per_id.len(), 10);
+    assert!(per_id.values().all(|n| *n == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it() {
+    let mut redis = LocalRedis::start();
+    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let env = TestEnv::on(&admin, &redis.url());
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let grace = Duration::from_secs(1);
+    let producer = env.producer_with_grace(grace);
+    redis.kill();
+    let report = producer
+        .emit(Event::new(
+            "Sales Order",
+            "on_submit",
+            "SO-1",
+            order("SO-1"),
+        ))
+        .await
+        .unwrap();
+    let note = report
+        .enqueue_error
+        .clone()
+        .expect("the report says it was not queued");
+    assert!(note.contains("sweeper"), "{note}");
+    assert!(!report.deliveries[0].enqueued);
+    assert_eq!(env.row(report.deliveries[0].id).status, "Queued");
+    redis.start_again();
+    let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
+    tokio::time::sleep(grace + Duration::from_millis(200)).await;
+    env.sweeper(100, grace).tick().await.unwrap();
+    until("delivered", || all_delivered(&env, 1)).await;
+    worker.stop().await;
+    assert_eq!(rx.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
+    let mut redis = LocalRedis::start();
+    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let env = TestEnv::on(&admin, &redis.url());
+    let rx = Receiver::start().await;
+    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let producer = env.producer();
+    let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
+    producer.emit_batch(batch(3)).await.unwrap();
+    until("first three delivered", || all_delivered(&env, 3)).await;
+    redis.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    redis.start_again();
+    let mut more = Batch::new();
+    for i in 3..6 {
+        let name = format!("SO-{i}");
+        more.push(Event::new("Sales Order", "on_submit", &name, order(&name)));
+    }
+    // The producer may skip Redis for a moment after its failure; retry the
+    // emit's enqueue through the sweeper if so.
+    let report = producer.emit_batch(more).await.unwrap();
+    if report.enqueue_error.is_some() {
+        for d in &report.deliveries {
+            env.set_due_in(d.id, -1.0);
+        }
+        env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    }
+    until("the next three delivered by the same worker", || {
+        all_delivered(&env, 6)
+    })
+    .await;
+    worker.stop().await;
+    assert_eq!(rx.count(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history() {
+    let env = TestEnv::new();
+    let keys = env.queue.keys().clone();
+    let job = Job::new(4242).encode();
+    let mut conn = env.redis();
+    let mut recoveries = Vec::new();
+    for i in 1..=4 {
+        // A worker registered for "default" takes the job and dies (no heartbeat).
+        let dead = format!("doomed-{i}");
+        redis::cmd("HSET")
+            .arg(keys.workers())
+            .arg(&dead)
+            .arg("default")
+            .query::<()>(&mut conn)
+            .unwrap();
+        redis::cmd("RPOP")
+            .arg(keys.queue("default"))
+            .query::<Option<String>>(&mut conn)
+            .unwrap();
+        redis::cmd("LPUSH")
+            .arg(keys.processing("default", &dead))
+            .arg(&job)
+            .query::<()>(&mut conn)
+            .unwrap();
+        let reaped = env
+            .queue
+            .reap("reaper-test", 3, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("lock");
+        recoveries.push((reaped.requeued, reaped.dead_lettered));
+    }
+    assert_eq!(recoveries, vec![(1, 0), (1, 0), (1, 0), (0, 1)]);
+    assert_eq!(env.llen(&keys.queue("default")), 0);
+    let dead = env.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].job, job);
+    assert_eq!(
+        dead[0].died_holding,
+        vec!["doomed-1", "doomed-2", "doomed-3", "doomed-4"]
+    );
+    assert!(
+        dead[0].reason.contains("kills its worker"),
+        "{}",
+        dead[0].reason
+    );
+    // The operator can put it back.
+    let back = env
+        .queue
+        .requeue_dead(&dead[0].id)
+        .await
+        .unwrap()
+        .expect("found");
+    assert_eq!(back.job, job);
+    assert_eq!(env.llen(&keys.queue("default")), 1);
+    assert_eq!(env.queue.dead_count().await.unwrap(), 0);
+}
