@@ -3,35 +3,84 @@
 //!
 //! Paths: `/ok/...` answers 204 at once; `/slow/<ms>/...` answers 204 after
 //! <ms>; `/hang/...` never answers (the sender's timeout decides);
-//! `/fail/...` answers 500. `GET /stats` returns
-//! `{"requests", "unique_ids", "duplicates", "by_path_prefix": {...}}` where a
-//! duplicate is a second request with an already-seen `webhook-id`.
+//! `/fail/...` answers 500.
 //!
-//! usage: hookfleet-bench-receiver [ADDR]   (default 127.0.0.1:18090)
+//! Control: `POST /mode/<ok|hang|fail|drop>` makes every delivery path behave
+//! that way until changed (`drop` closes the connection without an answer);
+//! `GET /stats` returns `{"requests", "unique_ids", "duplicates",
+//! "bad_signatures", "by_path_prefix"}`; `GET /ids` returns each
+//! `webhook-id` with its receipt count. With `--secret S` every request's
+//! Frappe and Standard Webhooks signatures are verified (a request that fails
+//! is answered 401 and counted in `bad_signatures`).
+//!
+//! usage: hookfleet-bench-receiver [ADDR] [--secret S]   (default 127.0.0.1:18090)
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+const MODE_PATH: u8 = 0;
+const MODE_OK: u8 = 1;
+const MODE_HANG: u8 = 2;
+const MODE_FAIL: u8 = 3;
+const MODE_DROP: u8 = 4;
+
+/// The panic that closes a connection without an answer (drop mode).
+const DROP_MESSAGE: &str = "bench receiver: dropping the connection";
 
 #[derive(Default)]
 struct Counts {
     requests: AtomicU64,
+    bad_signatures: AtomicU64,
+    mode: AtomicU8,
+    secret: Option<String>,
     seen: Mutex<HashMap<String, u32>>,
     by_prefix: Mutex<HashMap<String, u64>>,
+}
+
+fn hmac_b64(key: &[u8], parts: &[&[u8]]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// Both signatures valid for `secret`.
+fn verified(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let frappe = get("x-frappe-webhook-signature") == hmac_b64(secret.as_bytes(), &[body]);
+    let key = match secret.strip_prefix("whsec_") {
+        Some(b64) => STANDARD.decode(b64).unwrap_or_default(),
+        None => secret.as_bytes().to_vec(),
+    };
+    let (id, ts) = (get("webhook-id"), get("webhook-timestamp"));
+    let expected = format!(
+        "v1,{}",
+        hmac_b64(&key, &[id.as_bytes(), b".", ts.as_bytes(), b".", body])
+    );
+    let standard = get("webhook-signature").split(' ').any(|s| s == expected);
+    frappe && standard
 }
 
 async fn receive(
     State(counts): State<Arc<Counts>>,
     uri: Uri,
     headers: HeaderMap,
-) -> impl IntoResponse {
+    body: Bytes,
+) -> StatusCode {
     counts.requests.fetch_add(1, Ordering::Relaxed);
     let path = uri.path();
     let prefix = path.split('/').nth(1).unwrap_or("").to_string();
@@ -49,12 +98,26 @@ async fn receive(
             .entry(id.to_string())
             .or_default() += 1;
     }
-    match prefix.as_str() {
+    if let Some(secret) = &counts.secret {
+        if !verified(secret, &headers, &body) {
+            counts.bad_signatures.fetch_add(1, Ordering::Relaxed);
+            return StatusCode::UNAUTHORIZED;
+        }
+    }
+    let behaviour = match counts.mode.load(Ordering::Relaxed) {
+        MODE_OK => "ok",
+        MODE_HANG => "hang",
+        MODE_FAIL => "fail",
+        MODE_DROP => "drop",
+        _ => prefix.as_str(),
+    };
+    match behaviour {
         "hang" => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             StatusCode::NO_CONTENT
         }
         "fail" => StatusCode::INTERNAL_SERVER_ERROR,
+        "drop" => std::panic::panic_any(DROP_MESSAGE),
         "slow" => {
             let ms: u64 = path
                 .split('/')
@@ -68,6 +131,22 @@ async fn receive(
     }
 }
 
+async fn set_mode(
+    State(counts): State<Arc<Counts>>,
+    Path(mode): Path<String>,
+) -> impl IntoResponse {
+    let m = match mode.as_str() {
+        "path" => MODE_PATH,
+        "ok" => MODE_OK,
+        "hang" => MODE_HANG,
+        "fail" => MODE_FAIL,
+        "drop" => MODE_DROP,
+        _ => return (StatusCode::BAD_REQUEST, "modes: path, ok, hang, fail, drop"),
+    };
+    counts.mode.store(m, Ordering::Relaxed);
+    (StatusCode::OK, "ok")
+}
+
 async fn stats(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
     let seen = counts.seen.lock().expect("lock");
     let duplicates: u64 = seen.values().map(|n| u64::from(n.saturating_sub(1))).sum();
@@ -75,18 +154,45 @@ async fn stats(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
         "requests": counts.requests.load(Ordering::Relaxed),
         "unique_ids": seen.len(),
         "duplicates": duplicates,
+        "bad_signatures": counts.bad_signatures.load(Ordering::Relaxed),
         "by_path_prefix": *counts.by_prefix.lock().expect("lock"),
     }))
 }
 
+async fn ids(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
+    Json(counts.seen.lock().expect("lock").clone())
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:18090".into());
-    let counts = Arc::new(Counts::default());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut addr = "127.0.0.1:18090".to_string();
+    let mut secret = None;
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--secret" {
+            secret = args.get(i + 1).cloned();
+            i += 2;
+        } else {
+            addr = args[i].clone();
+            i += 1;
+        }
+    }
+    // Drop mode closes connections by unwinding their task; keep that quiet.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&DROP_MESSAGE) {
+            default_hook(info);
+        }
+    }));
+    let counts = Arc::new(Counts {
+        secret,
+        ..Counts::default()
+    });
     let app = Router::new()
         .route("/stats", get(stats))
+        .route("/ids", get(ids))
+        .route("/mode/{mode}", post(set_mode))
         .fallback(receive)
         .with_state(counts);
     let listener = tokio::net::TcpListener::bind(&addr).await?;

@@ -134,6 +134,13 @@ async fn read_limited(mut response: reqwest::Response) -> Result<String, reqwest
         }
     }
     buf.truncate(RESPONSE_BODY_LIMIT);
+    // Cut back to the last whole character, so the stored text is a prefix of
+    // what the receiver sent and never longer than the limit.
+    if let Err(e) = std::str::from_utf8(&buf) {
+        if e.error_len().is_none() {
+            buf.truncate(e.valid_up_to());
+        }
+    }
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 

@@ -3,8 +3,12 @@
 //! compiled once (producers cache it) and renders many documents.
 //!
 //! Templates see one variable, `doc` (the document as JSON). Every render is
-//! bounded: `TEMPLATE_FUEL` caps the work a template may do and
-//! `MAX_BODY_BYTES` the size of what it produces.
+//! bounded: `TEMPLATE_FUEL` caps the instructions a template may execute,
+//! `range` yields at most `RANGE_LIMIT` numbers (a filter call is one
+//! instruction however much it does, so this bounds the work per instruction
+//! for anything not taken from the document), and output is cut off as soon
+//! as it passes its limit (`MAX_BODY_BYTES`, `MAX_URL_BYTES`) rather than after
+//! it was built.
 
 use std::sync::Arc;
 
@@ -25,6 +29,20 @@ pub const TEMPLATE_FUEL: u64 = 1_000_000;
 /// The largest request body hookfleet builds and stores (1 MiB, the common
 /// ceiling among webhook services): a receiver is not a file store.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The longest URL a dynamic URL template may produce: servers and proxies
+/// commonly refuse request lines past 8 KiB.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// The most numbers `range()` yields in a template (minijinja allows
+/// 100,000): enough for any loop a webhook body needs; loops over the
+/// document's own rows are not affected.
+pub const RANGE_LIMIT: usize = 1_000;
+
+/// The longest a template may take on the sample document when a webhook is
+/// added: real templates render in microseconds; one that takes this long on
+/// a small sample would stall producers on real documents.
+pub const VALIDATION_RENDER_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 
 const BODY: &str = "body";
 const URL: &str = "url";
@@ -48,10 +66,46 @@ pub struct CompiledWebhook {
     headers: Vec<Header>,
 }
 
+/// `range` as in Jinja, capped at [`RANGE_LIMIT`] numbers.
+fn capped_range(
+    lower: i64,
+    upper: Option<i64>,
+    step: Option<i64>,
+) -> Result<JinjaValue, minijinja::Error> {
+    let (start, end) = match upper {
+        Some(u) => (lower, u),
+        None => (0, lower),
+    };
+    let step = step.unwrap_or(1);
+    if step == 0 {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            "range step cannot be 0",
+        ));
+    }
+    let count = if (step > 0 && end > start) || (step < 0 && end < start) {
+        ((end - start).unsigned_abs().div_ceil(step.unsigned_abs())) as usize
+    } else {
+        0
+    };
+    if count > RANGE_LIMIT {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("range of {count} numbers; at most {RANGE_LIMIT}"),
+        ));
+    }
+    Ok(JinjaValue::from(
+        (0..count as i64)
+            .map(|i| start + i * step)
+            .collect::<Vec<i64>>(),
+    ))
+}
+
 fn environment(lenient_validation: bool) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
+    env.add_function("range", capped_range);
     if lenient_validation {
         // Validation renders on a sample document that lacks most fields: an
         // undefined value prints as `null`, which keeps a JSON template JSON.
@@ -88,6 +142,29 @@ fn describe_template_error(e: &minijinja::Error) -> String {
         source = s.source();
     }
     msg
+}
+
+/// A sink that refuses to grow past `limit` bytes, so a template that would
+/// produce gigabytes is stopped at the limit, not after.
+struct Capped {
+    buf: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + data.len() > self.limit {
+            self.overflowed = true;
+            return Err(std::io::Error::other("output limit reached"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn check_size(body: &str) -> Result<(), RenderError> {
@@ -161,15 +238,39 @@ impl CompiledWebhook {
     }
 
     fn render(&self, name: &'static str, doc: &Value) -> Result<String, RenderError> {
-        let what = match name {
-            BODY => "body template",
-            URL => "URL template",
-            _ => "condition",
+        let (what, limit) = match name {
+            // Room for the whitespace a template adds around its JSON; the
+            // trimmed body is checked against the exact limit.
+            BODY => ("body template", 2 * MAX_BODY_BYTES),
+            URL => ("URL template", MAX_URL_BYTES),
+            _ => ("condition", 16),
         };
         let template = self.env.get_template(name).map_err(template_error(what))?;
-        template
-            .render(minijinja::context! { doc => JinjaValue::from_serialize(doc) })
-            .map_err(template_error(what))
+        let mut out = Capped {
+            buf: Vec::new(),
+            limit,
+            overflowed: false,
+        };
+        let result = template
+            .render_captured_to(
+                minijinja::context! { doc => JinjaValue::from_serialize(doc) },
+                &mut out,
+            )
+            .map(|_| ());
+        if out.overflowed {
+            return Err(match name {
+                URL => RenderError::Url(format!(
+                    "the URL template renders over {MAX_URL_BYTES} bytes"
+                )),
+                _ => RenderError::BodyTooLarge {
+                    size: out.buf.len() + 1,
+                    limit: MAX_BODY_BYTES,
+                },
+            });
+        }
+        result.map_err(template_error(what))?;
+        String::from_utf8(out.buf)
+            .map_err(|_| RenderError::Template(format!("{what}: output is not UTF-8")))
     }
 
     /// Does the webhook's condition hold for `doc`? (No condition: yes.)
@@ -272,9 +373,23 @@ pub fn check_templates(
     sample: &Value,
     policy: &NetworkPolicy,
 ) -> Result<(), RenderError> {
+    check_templates_within(webhook, sample, policy, VALIDATION_RENDER_BUDGET)
+}
+
+fn check_templates_within(
+    webhook: Arc<Webhook>,
+    sample: &Value,
+    policy: &NetworkPolicy,
+    budget: std::time::Duration,
+) -> Result<(), RenderError> {
     let compiled = CompiledWebhook::compile_with(webhook, true)?;
+    let started = std::time::Instant::now();
+    if compiled.env.get_template(CONDITION).is_ok() {
+        compiled.render(CONDITION, sample)?;
+    }
     if compiled.webhook.body_template.is_some() && compiled.webhook.structure() == Structure::Json {
         let rendered = compiled.render(BODY, sample)?;
+        check_size(rendered.trim())?;
         serde_json::from_str::<serde::de::IgnoredAny>(rendered.trim()).map_err(|e| {
             RenderError::NotJson(format!(
                 "{e} (rendered on the sample document {sample}: {})",
@@ -286,5 +401,90 @@ pub fn check_templates(
         let url = compiled.render(URL, sample)?;
         check_url(&url, policy)?;
     }
+    let took = started.elapsed();
+    if took > budget {
+        return Err(RenderError::Template(format!(
+            "the templates took {} ms on the sample document (at most {} ms): too expensive to run per event",
+            took.as_millis(),
+            budget.as_millis()
+        )));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Method, WebhookSpec};
+
+    fn hook(url: &str, dynamic: bool, template: Option<&str>) -> Arc<Webhook> {
+        let spec = WebhookSpec {
+            name: "t".into(),
+            entity_type: "Sales Order".into(),
+            event: "on_submit".into(),
+            request_url: url.into(),
+            dynamic_url: dynamic,
+            method: Method::Post,
+            structure: Structure::Json,
+            body_template: template.map(str::to_string),
+            fields: vec![],
+            headers: vec![],
+            condition: None,
+            enabled: true,
+            secret: None,
+            timeout: std::time::Duration::from_secs(5),
+            queue: "default".into(),
+            max_retries: 3,
+        };
+        Arc::new(crate::validate::preview(&spec))
+    }
+
+    #[test]
+    fn a_dynamic_url_over_eight_kibibytes_is_refused_and_one_at_the_limit_is_built() {
+        let policy = NetworkPolicy::default();
+        let base = "https://example.com/";
+        let doc = |n: usize| serde_json::json!({ "path": "a".repeat(n) });
+        let compiled =
+            CompiledWebhook::compile(hook(&format!("{base}{{{{ doc.path }}}}"), true, None))
+                .unwrap();
+        let err = compiled
+            .build_request(&doc(MAX_URL_BYTES - base.len() + 1), &policy)
+            .unwrap_err();
+        assert!(
+            matches!(err, RenderError::Url(ref m) if m.contains("8192")),
+            "{err}"
+        );
+        let ok = compiled
+            .build_request(&doc(MAX_URL_BYTES - base.len()), &policy)
+            .unwrap();
+        assert_eq!(ok.url.len(), MAX_URL_BYTES);
+    }
+
+    #[test]
+    fn a_template_over_the_validation_budget_is_refused() {
+        let policy = NetworkPolicy::default();
+        let sample = default_sample_doc("Sales Order");
+        let w = hook("https://example.com/x", false, Some(r#"{"a": 1}"#));
+        assert!(
+            check_templates_within(w.clone(), &sample, &policy, VALIDATION_RENDER_BUDGET).is_ok()
+        );
+        let err =
+            check_templates_within(w, &sample, &policy, std::time::Duration::ZERO).unwrap_err();
+        assert!(err.to_string().contains("too expensive"), "{err}");
+    }
+
+    #[test]
+    fn range_is_capped_and_counts_like_jinja() {
+        assert_eq!(capped_range(3, None, None).unwrap().len(), Some(3));
+        assert_eq!(capped_range(1, Some(10), Some(3)).unwrap().len(), Some(3));
+        assert_eq!(capped_range(10, Some(0), Some(-2)).unwrap().len(), Some(5));
+        assert_eq!(
+            capped_range(0, Some(RANGE_LIMIT as i64), None)
+                .unwrap()
+                .len(),
+            Some(RANGE_LIMIT)
+        );
+        assert!(capped_range(0, Some(RANGE_LIMIT as i64 + 1), None).is_err());
+        assert!(capped_range(0, Some(5), Some(0)).is_err());
+    }
 }

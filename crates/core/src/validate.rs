@@ -49,7 +49,7 @@ fn check_text(what: &str, value: &str) -> Result<(), ValidationError> {
     if value.trim().is_empty() {
         return refuse(format!("{what} is empty"));
     }
-    if value.len() > MAX_NAME_LEN {
+    if value.chars().count() > MAX_NAME_LEN {
         return refuse(format!("{what} is longer than {MAX_NAME_LEN} characters"));
     }
     if value.chars().any(char::is_control) {
@@ -74,7 +74,7 @@ fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
 }
 
 /// A webhook as it would be stored, for rendering checks.
-fn preview(spec: &WebhookSpec) -> Webhook {
+pub(crate) fn preview(spec: &WebhookSpec) -> Webhook {
     let row = WebhookRow::from(spec);
     let now = Utc::now();
     Webhook {

@@ -32,7 +32,7 @@ use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::{deliveries, Store};
 
-use crate::catalog::{CatalogCache, Subscriber};
+use crate::catalog::{Catalog, CatalogCache, Subscriber};
 
 /// The event that is delivered synchronously, once, and never deferred.
 pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
@@ -199,6 +199,126 @@ struct Planned {
     event_index: usize,
 }
 
+/// What an emit will record: one row per (webhook, document) with the
+/// document's final state in the batch, built or refused with the reason.
+struct Plan {
+    /// Each row with the webhook it is for.
+    rows: Vec<(NewDelivery, Arc<Webhook>)>,
+    /// Indexes into `rows` of workflow_transition rows, delivered here.
+    synchronous: Vec<usize>,
+    superseded: usize,
+}
+
+/// Evaluates conditions and builds requests (CPU work, run on a blocking
+/// thread so a heavy template never stalls the async runtime).
+fn plan(
+    events: &[Event],
+    catalog: &Catalog,
+    policy: &NetworkPolicy,
+    queue_grace: Duration,
+) -> Plan {
+    // The final state of each document in the batch.
+    let mut final_doc: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        final_doc.insert((e.entity_type.as_str(), e.name.as_str()), i);
+    }
+    // One delivery per (webhook, document), from its latest matching event.
+    let mut plan: Vec<Planned> = Vec::new();
+    let mut slot: HashMap<(i64, &str, &str), usize> = HashMap::new();
+    let mut superseded = 0;
+    for (i, e) in events.iter().enumerate() {
+        for sub in catalog.subscribers(&e.entity_type, &e.event) {
+            let key = (sub.webhook().id, e.entity_type.as_str(), e.name.as_str());
+            match slot.get(&key) {
+                Some(&at) => {
+                    plan[at].event_index = i;
+                    superseded += 1;
+                }
+                None => {
+                    slot.insert(key, plan.len());
+                    plan.push(Planned {
+                        subscriber: sub.clone(),
+                        event_index: i,
+                    });
+                }
+            }
+        }
+    }
+
+    let now = Utc::now();
+    let grace = chrono::Duration::from_std(queue_grace).unwrap_or(chrono::Duration::minutes(10));
+    let mut rows = Vec::with_capacity(plan.len());
+    let mut synchronous = Vec::new();
+    for p in &plan {
+        let e = &events[p.event_index];
+        let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
+        let hook = p.subscriber.webhook();
+        let built = match p.subscriber.as_ref() {
+            Subscriber::Broken(_, err) => Err(format!("webhook templates do not compile: {err}")),
+            Subscriber::Ready(c) => match c.condition_holds(doc) {
+                Ok(false) => continue,
+                Ok(true) => c.build_request(doc, policy).map_err(|e| e.to_string()),
+                Err(err) => Err(format!("condition could not be evaluated: {err}")),
+            },
+        };
+        let workflow = e.event == WORKFLOW_TRANSITION;
+        let mut row = NewDelivery {
+            event_id: e.event_id.clone().unwrap_or_default(),
+            webhook_id: Some(hook.id),
+            webhook_name: hook.name.clone(),
+            entity_type: e.entity_type.clone(),
+            entity_name: e.name.clone(),
+            event: e.event.clone(),
+            url: hook.request_url.clone(),
+            method: hook.request_method.clone(),
+            headers: Value::Array(vec![]),
+            body: String::new(),
+            queue: hook.queue.clone(),
+            status: DeliveryStatus::Queued.as_str().into(),
+            attempts: 0,
+            max_attempts: if workflow {
+                1
+            } else {
+                1 + hook.max_retries.max(0)
+            },
+            next_retry: Some(now + grace),
+            lease_expires_at: None,
+            error: None,
+        };
+        match built {
+            Ok(req) => {
+                row.url = req.url;
+                row.method = req.method;
+                row.headers = serde_json::to_value(&req.headers).unwrap_or_default();
+                row.body = req.body;
+                if workflow {
+                    // Recorded already claimed for its one attempt: should
+                    // this process die mid-attempt, the row is Exhausted
+                    // when it comes due, never retried later.
+                    let lease = now
+                        + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN)
+                            .unwrap_or_default();
+                    row.attempts = 1;
+                    row.lease_expires_at = Some(lease);
+                    row.next_retry = Some(lease);
+                    synchronous.push(rows.len());
+                }
+            }
+            Err(reason) => {
+                row.status = DeliveryStatus::Exhausted.as_str().into();
+                row.next_retry = None;
+                row.error = Some(format!("request could not be built: {reason}"));
+            }
+        }
+        rows.push((row, hook.clone()));
+    }
+    Plan {
+        rows,
+        synchronous,
+        superseded,
+    }
+}
+
 impl Producer {
     pub fn new(store: Store, queue: RedisQueue, config: ProducerConfig) -> Producer {
         let http = deliver::http_client(config.policy.clone());
@@ -237,115 +357,34 @@ impl Producer {
             .collect::<Result<_, EmitError>>()?;
         let catalog = self.catalog.get(&self.store).await?;
 
-        // The final state of each document in the batch.
-        let mut final_doc: HashMap<(&str, &str), usize> = HashMap::new();
-        for (i, e) in events.iter().enumerate() {
-            final_doc.insert((e.entity_type.as_str(), e.name.as_str()), i);
-        }
-        // One delivery per (webhook, document), from its latest matching event.
-        let mut plan: Vec<Planned> = Vec::new();
-        let mut slot: HashMap<(i64, &str, &str), usize> = HashMap::new();
-        let mut superseded = 0;
-        for (i, e) in events.iter().enumerate() {
-            for sub in catalog.subscribers(&e.entity_type, &e.event) {
-                let key = (sub.webhook().id, e.entity_type.as_str(), e.name.as_str());
-                match slot.get(&key) {
-                    Some(&at) => {
-                        plan[at].event_index = i;
-                        superseded += 1;
-                    }
-                    None => {
-                        slot.insert(key, plan.len());
-                        plan.push(Planned {
-                            subscriber: sub.clone(),
-                            event_index: i,
-                        });
-                    }
-                }
-            }
-        }
+        let policy = self.config.policy.clone();
+        let queue_grace = self.config.queue_grace;
+        let (
+            events,
+            Plan {
+                rows,
+                synchronous,
+                superseded,
+            },
+        ) = tokio::task::spawn_blocking(move || {
+            let p = plan(&events, &catalog, &policy, queue_grace);
+            (events, p)
+        })
+        .await
+        .map_err(|e| EmitError::Invalid(format!("building the requests failed: {e}")))?;
 
-        let now = Utc::now();
-        let grace = chrono::Duration::from_std(self.config.queue_grace)
-            .unwrap_or(chrono::Duration::minutes(10));
-        let mut rows = Vec::with_capacity(plan.len());
-        let mut synchronous = Vec::new();
-        for p in &plan {
-            let e = &events[p.event_index];
-            let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
-            let hook = p.subscriber.webhook();
-            let built = match p.subscriber.as_ref() {
-                Subscriber::Broken(_, err) => {
-                    Err(format!("webhook templates do not compile: {err}"))
-                }
-                Subscriber::Ready(c) => match c.condition_holds(doc) {
-                    Ok(false) => continue,
-                    Ok(true) => c
-                        .build_request(doc, &self.config.policy)
-                        .map_err(|e| e.to_string()),
-                    Err(err) => Err(format!("condition could not be evaluated: {err}")),
-                },
-            };
-            let workflow = e.event == WORKFLOW_TRANSITION;
-            let mut row = NewDelivery {
-                event_id: e.event_id.clone().unwrap_or_default(),
-                webhook_id: Some(hook.id),
-                webhook_name: hook.name.clone(),
-                entity_type: e.entity_type.clone(),
-                entity_name: e.name.clone(),
-                event: e.event.clone(),
-                url: hook.request_url.clone(),
-                method: hook.request_method.clone(),
-                headers: Value::Array(vec![]),
-                body: String::new(),
-                queue: hook.queue.clone(),
-                status: DeliveryStatus::Queued.as_str().into(),
-                attempts: 0,
-                max_attempts: if workflow {
-                    1
-                } else {
-                    1 + hook.max_retries.max(0)
-                },
-                next_retry: Some(now + grace),
-                lease_expires_at: None,
-                error: None,
-            };
-            match built {
-                Ok(req) => {
-                    row.url = req.url;
-                    row.method = req.method;
-                    row.headers = serde_json::to_value(&req.headers).unwrap_or_default();
-                    row.body = req.body;
-                    if workflow {
-                        // Recorded already claimed for its one attempt: should
-                        // this process die mid-attempt, the row is Exhausted
-                        // when it comes due, never retried later.
-                        let lease = now
-                            + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN)
-                                .unwrap_or_default();
-                        row.attempts = 1;
-                        row.lease_expires_at = Some(lease);
-                        row.next_retry = Some(lease);
-                        synchronous.push(rows.len());
-                    }
-                }
-                Err(reason) => {
-                    row.status = DeliveryStatus::Exhausted.as_str().into();
-                    row.next_retry = None;
-                    row.error = Some(format!("request could not be built: {reason}"));
-                }
-            }
-            rows.push((row, hook.clone()));
-        }
-
-        let new_rows: Vec<NewDelivery> = rows.iter().map(|(r, _)| r.clone()).collect();
-        let recorded = self
+        let (hooks, new_rows): (Vec<Arc<Webhook>>, Vec<NewDelivery>) =
+            rows.into_iter().map(|(r, h)| (h, r)).unzip();
+        let (new_rows, recorded) = self
             .store
             .run(move |conn| {
-                conn.build_transaction()
-                    .run(|conn| deliveries::insert(conn, &new_rows))
+                let recorded = conn
+                    .build_transaction()
+                    .run(|conn| deliveries::insert(conn, &new_rows))?;
+                Ok((new_rows, recorded))
             })
             .await?;
+        let rows: Vec<(NewDelivery, Arc<Webhook>)> = new_rows.into_iter().zip(hooks).collect();
 
         let mut report = EmitReport {
             events: events.len(),

@@ -64,14 +64,20 @@ fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
     }
 }
 
-async fn one(
+/// Refuses a request without the token before its body is read, so an
+/// unauthenticated caller cannot make the ingest buffer 32 MiB.
+async fn require_token(
     State(ingest): State<Arc<Ingest>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
 ) -> Response {
-    if !authorised(&ingest, &headers) {
+    if !authorised(&ingest, request.headers()) {
         return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
+    next.run(request).await
+}
+
+async fn one(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Response {
     let event: Event = match serde_json::from_slice(&body) {
         Ok(e) => e,
         Err(e) => {
@@ -84,14 +90,7 @@ async fn one(
     respond(ingest.producer.emit(event).await)
 }
 
-async fn many(
-    State(ingest): State<Arc<Ingest>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    if !authorised(&ingest, &headers) {
-        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-    }
+async fn many(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Response {
     let events: Vec<serde_json::Value> = match serde_json::from_slice(&body) {
         Ok(e) => e,
         Err(e) => {
@@ -138,6 +137,10 @@ pub fn router(producer: Arc<Producer>, token: Option<String>) -> Router {
             "/v1/events/batch",
             post(many).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            ingest.clone(),
+            require_token,
+        ))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ingest)
 }

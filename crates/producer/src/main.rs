@@ -178,7 +178,7 @@ async fn emit_file(
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut reader = read_source(source)?;
-    let mut line = String::new();
+    let mut line: Vec<u8> = Vec::new();
     let (mut number, mut read, mut emitted) = (0usize, 0usize, 0usize);
     let mut skipped: Vec<Value> = Vec::new();
     let mut batch = Batch::new();
@@ -187,29 +187,34 @@ async fn emit_file(
     let mut enqueue_errors = 0;
     loop {
         line.clear();
+        // Bytes, not a String: a line that is not UTF-8, or is cut inside a
+        // character at the size limit, is one bad line, not the end of the run.
         let n = (&mut reader)
             .take(MAX_DOCUMENT_BYTES as u64 + 1)
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .with_context(|| format!("cannot read {source}"))?;
         if n == 0 {
             break;
         }
         number += 1;
-        let too_long = line.len() > MAX_DOCUMENT_BYTES && !line.ends_with('\n');
+        let too_long = line.len() > MAX_DOCUMENT_BYTES && !line.ends_with(b"\n");
         if too_long {
-            // Skip the rest of the oversized line.
-            let mut rest = Vec::new();
-            reader.read_until(b'\n', &mut rest)?;
+            skip_rest_of_line(&mut reader).with_context(|| format!("cannot read {source}"))?;
             eprintln!("line {number}: over {MAX_DOCUMENT_BYTES} bytes; skipped");
             skipped
                 .push(json!({"line": number, "error": format!("over {MAX_DOCUMENT_BYTES} bytes")}));
             continue;
         }
-        if line.trim().is_empty() {
+        let Ok(text) = std::str::from_utf8(&line) else {
+            eprintln!("line {number}: not UTF-8 text; skipped");
+            skipped.push(json!({"line": number, "error": "not UTF-8 text"}));
+            continue;
+        };
+        if text.trim().is_empty() {
             continue;
         }
         read += 1;
-        let parsed = serde_json::from_str::<Event>(line.trim())
+        let parsed = serde_json::from_str::<Event>(text.trim())
             .map_err(|e| e.to_string())
             .and_then(|e| e.check().map_err(|e| e.to_string()));
         match parsed {
@@ -265,6 +270,27 @@ async fn emit_file(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Discards input up to and including the next newline, a buffer at a time
+/// (an oversized line is never held in memory whole).
+fn skip_rest_of_line(reader: &mut dyn BufRead) -> std::io::Result<()> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
 }
 
 async fn flush(
