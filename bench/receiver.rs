@@ -9,7 +9,9 @@
 //! that way until changed (`drop` closes the connection without an answer);
 //! `GET /stats` returns `{"requests", "unique_ids", "duplicates",
 //! "bad_signatures", "by_path_prefix"}`; `GET /ids` returns each
-//! `webhook-id` with its receipt count. With `--secret S` every request's
+//! `webhook-id` with its receipt count, `GET /accepted` with the number of
+//! times it was answered 2xx (a second 2xx for one id is a duplicate
+//! delivery; a second receipt after a 500 or a timeout is a retry). With `--secret S` every request's
 //! Frappe and Standard Webhooks signatures are verified (a request that fails
 //! is answered 401 and counted in `bad_signatures`).
 //!
@@ -47,6 +49,7 @@ struct Counts {
     mode: AtomicU8,
     secret: Option<String>,
     seen: Mutex<HashMap<String, u32>>,
+    accepted: Mutex<HashMap<String, u32>>,
     by_prefix: Mutex<HashMap<String, u64>>,
 }
 
@@ -90,12 +93,16 @@ async fn receive(
         .expect("lock")
         .entry(prefix.clone())
         .or_default() += 1;
-    if let Some(id) = headers.get("webhook-id").and_then(|v| v.to_str().ok()) {
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(id) = &id {
         *counts
             .seen
             .lock()
             .expect("lock")
-            .entry(id.to_string())
+            .entry(id.clone())
             .or_default() += 1;
     }
     if let Some(secret) = &counts.secret {
@@ -111,7 +118,7 @@ async fn receive(
         MODE_DROP => "drop",
         _ => prefix.as_str(),
     };
-    match behaviour {
+    let status = match behaviour {
         "hang" => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             StatusCode::NO_CONTENT
@@ -128,7 +135,11 @@ async fn receive(
             StatusCode::NO_CONTENT
         }
         _ => StatusCode::NO_CONTENT,
+    };
+    if let (Some(id), true) = (id, status.is_success()) {
+        *counts.accepted.lock().expect("lock").entry(id).or_default() += 1;
     }
+    status
 }
 
 async fn set_mode(
@@ -163,6 +174,10 @@ async fn ids(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
     Json(counts.seen.lock().expect("lock").clone())
 }
 
+async fn accepted(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
+    Json(counts.accepted.lock().expect("lock").clone())
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -192,6 +207,7 @@ async fn main() -> std::io::Result<()> {
     let app = Router::new()
         .route("/stats", get(stats))
         .route("/ids", get(ids))
+        .route("/accepted", get(accepted))
         .route("/mode/{mode}", post(set_mode))
         .fallback(receive)
         .with_state(counts);

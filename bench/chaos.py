@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""The chaos run: a fleet under faults, counted at a real receiver.
+
+Run through scripts/chaos.sh (which builds). It starts its OWN Redis and
+Postgres on spare ports (never the machine's shared ones), a receiver that
+verifies signatures and counts receipts per webhook-id, several workers, two
+sweepers ticking every second (their ticks overlap), and a producer emitting
+M events in batches. Meanwhile it injects faults:
+
+  - kill -9 of a random worker every few seconds (restarted at once);
+  - a Redis restart (it keeps nothing on disk: every queue and key is lost);
+  - a Postgres crash and restart;
+  - the receiver hanging, answering 500, and dropping connections, each for a while.
+
+Then it stops the faults, waits until every row is terminal, and prints what
+arrived: events emitted, rows Delivered / Exhausted, events never received
+(with reasons), duplicate receipts and the interrupted attempts that explain
+them, unknown webhook-ids, bad signatures, rows left non-terminal.
+
+Bounded in time: --duration for the faulty phase, then at most --settle
+seconds for the last retries.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/hookfleet/target"))
+BIN = os.path.join(TARGET, "release")
+SECRET = "whsec_" + "Y2hhb3MtcnVuLXNlY3JldC0wMTIzNDU2Nzg5"  # base64 of a fixed test key
+
+
+def log(msg):
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def spare_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on {port} after {timeout}s")
+
+
+class Redis:
+    def __init__(self, workdir):
+        self.port = spare_port()
+        self.dir = os.path.join(workdir, "redis")
+        os.makedirs(self.dir)
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def stop(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+
+class Postgres:
+    def __init__(self, workdir):
+        self.port = spare_port()
+        bins = sorted(p for p in os.listdir("/usr/lib/postgresql"))
+        self.bin = f"/usr/lib/postgresql/{bins[-1]}/bin"
+        self.base = os.path.join(workdir, "pg")
+        self.data = os.path.join(self.base, "data")
+        os.makedirs(self.base)
+        self.root = os.geteuid() == 0
+        if self.root:
+            shutil.chown(self.base, "postgres", "postgres")
+            os.chmod(workdir, 0o755)
+        self.as_owner([f"{self.bin}/initdb", "-A", "trust", "-U", "postgres", "--no-sync", "-D", self.data])
+
+    def as_owner(self, cmd, check=True):
+        if self.root:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        return subprocess.run(cmd, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self):
+        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.base} "
+                "-c max_connections=200 -c fsync=off -c synchronous_commit=off")
+        self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-l", os.path.join(self.base, "log"),
+                       "-o", opts, "start"])
+        wait_port(self.port)
+
+    def crash(self):
+        self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-m", "immediate", "stop"], check=False)
+
+    def url(self, db="postgres"):
+        return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
+
+    def query(self, sql, db="hookfleet"):
+        return subprocess.run(["psql", self.url(db), "-Atqc", sql], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+
+class Fleet:
+    def __init__(self, args, workdir, pg, redis):
+        self.args, self.workdir, self.pg, self.redis = args, workdir, pg, redis
+        self.receiver_port = spare_port()
+        self.env = dict(os.environ, DATABASE_URL=pg.url("hookfleet"), REDIS_URL=redis.url,
+                        HOOKFLEET_REDIS_PREFIX="chaos:", HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32",
+                        HOOKFLEET_RETRY_SCHEDULE=args.schedule, HOOKFLEET_QUEUE_GRACE=args.grace,
+                        RUST_LOG="info")
+        self.workers = [None] * args.workers
+        self.sweepers = []
+        self.receiver = None
+        self.kills = 0
+        self.lock = threading.Lock()
+
+    def logfile(self, name):
+        return open(os.path.join(self.workdir, name + ".log"), "ab")
+
+    def start_receiver(self):
+        self.receiver = subprocess.Popen(
+            [os.path.join(BIN, "hookfleet-bench-receiver"), f"127.0.0.1:{self.receiver_port}", "--secret", SECRET],
+            stdout=subprocess.DEVNULL, stderr=self.logfile("receiver"))
+        wait_port(self.receiver_port)
+
+    def receiver_call(self, path, method="GET"):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.receiver_port}{path}", method=method)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read()) if path in ("/stats", "/ids", "/accepted") else r.read()
+
+    def start_worker(self, i):
+        self.workers[i] = subprocess.Popen(
+            [os.path.join(BIN, "hookfleet-worker"), "--concurrency", str(self.args.concurrency),
+             "--heartbeat-ttl", "3s", "--lease-margin", "2s", "--drain-timeout", "5s"],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=self.logfile(f"worker-{i}"))
+
+    def start_sweepers(self):
+        for i in range(2):
+            self.sweepers.append(subprocess.Popen(
+                [os.path.join(BIN, "hookfleet-sweeper"), "--interval", "1s", "--batch-size", "1000"],
+                env=self.env, stdout=subprocess.DEVNULL, stderr=self.logfile(f"sweeper-{i}")))
+
+    def run(self, binary, *args, stdin=None):
+        return subprocess.run([os.path.join(BIN, binary), *args], env=self.env, capture_output=True, text=True,
+                              input=stdin)
+
+    def stop_all(self):
+        for p in self.workers + self.sweepers + [self.receiver]:
+            if p and p.poll() is None:
+                p.terminate()
+        for p in self.workers + self.sweepers + [self.receiver]:
+            if p:
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def producer(fleet, args, t_end, done):
+    """Emits args.events events in batches spread until t_end; retries a
+    batch that fails (Postgres down) with the same event ids."""
+    per_batch = 500
+    batches = (args.events + per_batch - 1) // per_batch
+    start = time.time()
+    for b in range(batches):
+        due = start + (t_end - start) * b / batches
+        time.sleep(max(0.0, due - time.time()))
+        lines = []
+        for i in range(b * per_batch, min(args.events, (b + 1) * per_batch)):
+            doc = {"name": f"SO-{i:06d}", "customer": "ACME", "grand_total": i, "note": "x" * 200}
+            lines.append(json.dumps({"entity_type": "Sales Order", "event": "on_submit", "name": doc["name"],
+                                     "doc": doc, "event_id": f"chaos-{i:06d}"}))
+        while True:
+            r = fleet.run("hookfleet-producer", "emit", "--batch", "-", "--batch-size", "500",
+                          stdin="\n".join(lines) + "\n")
+            if r.returncode == 0:
+                break
+            log(f"producer: batch {b} failed ({r.stderr.strip()[:120]}); retrying")
+            time.sleep(1)
+    done.set()
+
+
+def killer(fleet, args, stop):
+    rng = random.Random(7)
+    while not stop.wait(rng.uniform(args.kill_every * 0.5, args.kill_every * 1.5)):
+        i = rng.randrange(args.workers)
+        with fleet.lock:
+            p = fleet.workers[i]
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+                fleet.kills += 1
+            fleet.start_worker(i)
+
+
+def faults(fleet, pg, redis, args, t0, stop):
+    d = args.duration
+    plan = [
+        (0.15, "redis restart", lambda: (redis.stop(), time.sleep(2), redis.start())),
+        (0.35, "postgres crash and restart", lambda: (pg.crash(), time.sleep(4), pg.start())),
+        (0.50, "receiver hangs", lambda: receiver_mode(fleet, "hang", args.fault_seconds)),
+        (0.65, "receiver answers 500", lambda: receiver_mode(fleet, "fail", args.fault_seconds)),
+        (0.80, "receiver drops connections", lambda: receiver_mode(fleet, "drop", args.fault_seconds)),
+    ]
+    for at, name, act in plan:
+        if stop.wait(max(0.0, t0 + at * d - time.time())):
+            return
+        log(f"fault: {name}")
+        act()
+        log(f"fault over: {name}")
+
+
+def receiver_mode(fleet, mode, seconds):
+    fleet.receiver_call(f"/mode/{mode}", "POST")
+    time.sleep(seconds)
+    fleet.receiver_call("/mode/path", "POST")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=50_000)
+    ap.add_argument("--duration", type=int, default=600, help="seconds of emitting under faults")
+    ap.add_argument("--settle", type=int, default=600, help="at most this long for the last retries")
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between worker kills")
+    ap.add_argument("--fault-seconds", type=int, default=20)
+    ap.add_argument("--schedule", default="1s,2s,4s,8s")
+    ap.add_argument("--max-retries", type=int, default=20)
+    ap.add_argument("--grace", default="5s")
+    ap.add_argument("--receiver-ms", type=int, default=200,
+                    help="how long the receiver takes per request: deliveries are in flight when workers die")
+    args = ap.parse_args()
+
+    workdir = tempfile.mkdtemp(prefix="hookfleet-chaos-")
+    log(f"chaos run: {args.events} events over {args.duration}s, {args.workers} workers; logs in {workdir}")
+    redis, pg = Redis(workdir), Postgres(workdir)
+    redis.start()
+    pg.start()
+    subprocess.run(["psql", pg.url(), "-qc", "CREATE DATABASE hookfleet"], check=True)
+    fleet = Fleet(args, workdir, pg, redis)
+    try:
+        fleet.run("hookfleet", "migrate")
+        fleet.start_receiver()
+        secret_file = os.path.join(workdir, "secret")
+        with open(secret_file, "w") as f:
+            f.write(SECRET + "\n")
+        r = fleet.run("hookfleet", "webhook", "add", "chaos", "--entity-type", "Sales Order", "--event", "on_submit",
+                      "--url", f"http://127.0.0.1:{fleet.receiver_port}/slow/{args.receiver_ms}/orders", "--secret-file", secret_file,
+                      "--timeout", "2s", "--max-retries", str(args.max_retries))
+        assert r.returncode == 0, r.stderr
+        for i in range(args.workers):
+            fleet.start_worker(i)
+        fleet.start_sweepers()
+
+        t0 = time.time()
+        stop, done = threading.Event(), threading.Event()
+        threads = [
+            threading.Thread(target=producer, args=(fleet, args, t0 + args.duration * 0.9, done), daemon=True),
+            threading.Thread(target=killer, args=(fleet, args, stop), daemon=True),
+            threading.Thread(target=faults, args=(fleet, pg, redis, args, t0, stop), daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        while time.time() < t0 + args.duration or not done.is_set():
+            time.sleep(5)
+            try:
+                counts = pg.query("SELECT status || '=' || count(*) FROM webhook_request_logs GROUP BY status")
+                log(f"rows: {counts.replace(chr(10), ' ')}; kills so far {fleet.kills}")
+            except subprocess.CalledProcessError:
+                log("rows: (Postgres is down)")
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        log(f"faults over after {time.time() - t0:.0f}s; waiting until every row is terminal")
+
+        settle_end = time.time() + args.settle
+        while True:
+            pending = int(pg.query("SELECT count(*) FROM webhook_request_logs WHERE status IN ('Queued','Failed')"))
+            if pending == 0 or time.time() > settle_end:
+                break
+            log(f"{pending} rows still pending")
+            time.sleep(5)
+        settled_after = time.time() - t0
+        report(fleet, pg, args, settled_after)
+    finally:
+        fleet.stop_all()
+        pg.crash()
+        redis.stop()
+
+
+def report(fleet, pg, args, seconds):
+    rows = {}
+    for line in pg.query("SELECT event_id, status, attempts, coalesce(error, '') FROM webhook_request_logs").splitlines():
+        event_id, status, attempts, error = line.split("|", 3)
+        rows[event_id] = (status, int(attempts), error)
+    recorded = dict(tuple(l.split("|")) for l in pg.query(
+        "SELECT l.event_id, count(a.id) FROM webhook_request_logs l LEFT JOIN webhook_delivery_attempts a "
+        "ON a.log_id = l.id GROUP BY l.event_id").splitlines())
+    received = fleet.receiver_call("/ids")
+    ids = fleet.receiver_call("/accepted")
+    stats = fleet.receiver_call("/stats")
+    status = Counter(s for s, _, _ in rows.values())
+    never = {e: r for e, r in rows.items() if e not in ids}
+    delivered_unseen = [e for e, r in never.items() if r[0] == "Delivered"]
+    duplicates = sum(n - 1 for n in ids.values() if n > 1)
+    dup_ids = sum(1 for n in ids.values() if n > 1)
+    interrupted = sum(max(0, attempts - int(recorded.get(e, 0))) for e, (_, attempts, _) in rows.items())
+    unknown = [i for i in received if i not in rows]
+    exhausted_reasons = Counter(err.split(" (attempt")[0] for s, _, err in rows.values() if s == "Exhausted")
+    out = {
+        "events_emitted": len(rows),
+        "events_expected": args.events,
+        "delivered": status.get("Delivered", 0),
+        "exhausted": status.get("Exhausted", 0),
+        "exhausted_reasons": dict(exhausted_reasons),
+        "never_received": len(never),
+        "never_received_not_exhausted": len([e for e, r in never.items() if r[0] != "Exhausted"]),
+        "delivered_but_never_received": len(delivered_unseen),
+        "duplicate_deliveries": duplicates,
+        "ids_received_more_than_once": dup_ids,
+        "interrupted_attempts": interrupted,
+        "worker_kills": fleet.kills,
+        "unknown_webhook_ids": len(unknown),
+        "bad_signatures": stats.get("bad_signatures", 0),
+        "receipts": stats.get("requests", 0),
+        "non_terminal": status.get("Queued", 0) + status.get("Failed", 0),
+        "seconds": round(seconds),
+    }
+    print()
+    print("chaos run result")
+    print(f"  events emitted                      {out['events_emitted']} (expected {args.events})")
+    print(f"  rows Delivered / Exhausted          {out['delivered']} / {out['exhausted']}")
+    for reason, n in exhausted_reasons.items():
+        print(f"    Exhausted: {n} × {reason}")
+    print(f"  events never received               {out['never_received']} "
+          f"({out['never_received_not_exhausted']} of them not Exhausted; {len(delivered_unseen)} Delivered but unseen)")
+    print(f"  receipts at the receiver            {stats.get('requests', 0)} (retries after failures included)")
+    print(f"  duplicate deliveries (2xx twice)    {duplicates} (on {dup_ids} webhook-ids)")
+    print(f"  interrupted attempts (kill between claim and record)  {interrupted}, from {fleet.kills} kills")
+    print(f"  every duplicate explained by an interrupted attempt   {'yes' if duplicates <= interrupted else 'NO'}")
+    print(f"  duplicates carried their event's webhook-id           "
+          f"{'yes' if not unknown else 'NO: ' + str(len(unknown)) + ' unknown ids'}")
+    print(f"  bad signatures at the receiver      {out['bad_signatures']}")
+    print(f"  rows left non-terminal              {out['non_terminal']}")
+    print(f"  total seconds                       {out['seconds']}")
+    os.makedirs("bench/out", exist_ok=True)
+    path = time.strftime("bench/out/chaos-%Y%m%dT%H%M%S.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"  (saved to {path})")
+    ok = (out["never_received_not_exhausted"] == 0 and not delivered_unseen and out["non_terminal"] == 0
+          and not unknown and out["bad_signatures"] == 0 and duplicates <= interrupted
+          and out["events_emitted"] == args.events)
+    if not ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
