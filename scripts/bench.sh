@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
 ensure_services
-cargo build --release --workspace --bins --quiet
+cargo build --release --bins --quiet
 "$CARGO_TARGET_DIR/release/hookfleet-bench-receiver" 127.0.0.1:18090 2>/dev/null &
 receiver=$!
 trap 'kill $receiver 2>/dev/null || true' EXIT

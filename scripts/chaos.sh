@@ -14,5 +14,5 @@ cd "$(dirname "$0")/.."
 ensure_build_deps
 command -v redis-server >/dev/null || apt_install redis-server redis-tools
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
-cargo build --release --workspace --bins --quiet
+cargo build --release --bins --quiet
 exec python3 bench/chaos.py "$@"

@@ -14,7 +14,7 @@ ensure_services
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "building hookfleet"
-cargo build --workspace --bins --quiet
+cargo build --bins --quiet
 BIN="$CARGO_TARGET_DIR/debug"
 
 DB=hookfleet_demo

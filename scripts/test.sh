@@ -25,9 +25,9 @@ cleanup() {
 trap cleanup EXIT
 
 # The end-to-end tests run the real binaries: build them first.
-cargo build --workspace --bins --quiet
+cargo build --bins --quiet
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo nextest run --no-fail-fast "$@"
 else
-  cargo test --workspace --no-fail-fast "$@"
+  cargo test --no-fail-fast "$@"
 fi

@@ -36,6 +36,8 @@ impl WorkerProcess {
         let child = env
             .command("hookfleet-worker")
             .args(args)
+            // Not about per-webhook limits: every slot may go to one webhook.
+            .env("HOOKFLEET_ENDPOINT_CONCURRENCY", "1000")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -28,6 +28,9 @@ CREATE TABLE webhooks (
         CHECK (timeout_ms > 0 AND timeout_ms <= 60000),
     queue                       TEXT NOT NULL DEFAULT 'default',
     max_retries                 INTEGER NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+    -- Most requests in flight to this webhook per worker process; NULL: the
+    -- worker's --endpoint-concurrency.
+    max_concurrency             INTEGER CHECK (max_concurrency > 0),
     created_at                  TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at                  TIMESTAMPTZ NOT NULL DEFAULT now()
 );

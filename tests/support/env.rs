@@ -320,6 +320,7 @@ impl TestEnv {
             worker_id: hookfleet_worker::WorkerConfig::new_worker_id(),
             queues: queues.iter().map(|q| q.to_string()).collect(),
             concurrency,
+            endpoint_concurrency: concurrency,
             fetch_batch: hookfleet_worker::DEFAULT_FETCH_BATCH.min(concurrency),
             schedule,
             policy: self.policy.clone(),
@@ -408,6 +409,7 @@ pub fn spec(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpe
         timeout: Duration::from_secs(5),
         queue: "default".into(),
         max_retries: 3,
+        max_concurrency: None,
     }
 }
 

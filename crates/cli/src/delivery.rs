@@ -122,6 +122,7 @@ async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Dura
         .map(|r| Enqueue {
             log_id: r.id,
             queue: r.queue.clone(),
+            webhook_id: r.webhook_id,
         })
         .collect();
     match queue.enqueue(&items, "cli:replay", ttl).await {

@@ -60,6 +60,9 @@ pub enum WebhookCommand {
         /// Stop signing (removes the secret).
         #[arg(long, conflicts_with_all = ["secret", "secret_file"])]
         no_secret: bool,
+        /// Go back to the worker's default per-webhook concurrency.
+        #[arg(long, conflicts_with = "max_concurrency")]
+        default_concurrency: bool,
         /// Remove every static header (before adding the --header ones).
         #[arg(long)]
         clear_headers: bool,
@@ -136,6 +139,10 @@ pub struct Definition {
     /// Retries after the first attempt (0 = one attempt only).
     #[arg(long, allow_negative_numbers = true)]
     max_retries: Option<i64>,
+    /// Most requests in flight to this webhook per worker process (default:
+    /// the worker's --endpoint-concurrency).
+    #[arg(long, allow_negative_numbers = true)]
+    max_concurrency: Option<i64>,
     /// A JSON document to try the templates on (default: a document with only
     /// doctype and name, where missing fields render as null).
     #[arg(long, value_name = "FILE")]
@@ -223,6 +230,10 @@ impl Definition {
         if let Some(v) = &self.queue {
             spec.queue = v.clone();
         }
+        if let Some(v) = self.max_concurrency {
+            spec.max_concurrency =
+                Some(i32::try_from(v).unwrap_or(if v < 0 { -1 } else { i32::MAX }));
+        }
         if let Some(v) = self.max_retries {
             spec.max_retries = i32::try_from(v).unwrap_or(if v < 0 { -1 } else { i32::MAX });
         }
@@ -273,6 +284,7 @@ pub fn view(w: &Webhook) -> Value {
         "timeout": format_duration(w.timeout()),
         "queue": w.queue,
         "max_retries": w.max_retries,
+        "max_concurrency": w.max_concurrency,
         "created_at": w.created_at,
         "updated_at": w.updated_at,
     })
@@ -303,6 +315,7 @@ fn print_one(w: &Webhook) {
         "timeout",
         "queue",
         "max_retries",
+        "max_concurrency",
     ] {
         show(key, &v[key]);
     }
@@ -357,6 +370,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 timeout: DEFAULT_TIMEOUT,
                 queue: "default".into(),
                 max_retries: 3,
+                max_concurrency: None,
             };
             fields.apply(&mut spec)?;
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
@@ -428,6 +442,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             clear_fields,
             no_body_template,
             static_url,
+            default_concurrency,
         } => {
             let current = store.run_sync(|c| webhooks::get(c, &name))?;
             let mut spec = current.to_spec();
@@ -442,6 +457,9 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             }
             if no_condition {
                 spec.condition = None;
+            }
+            if default_concurrency {
+                spec.max_concurrency = None;
             }
             if no_secret {
                 spec.secret = None;

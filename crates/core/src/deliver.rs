@@ -43,6 +43,7 @@ pub struct Claim {
     pub max_attempts: i32,
     pub event_id: String,
     pub webhook_name: String,
+    pub webhook_id: Option<i64>,
     pub url: String,
     pub method: String,
     pub headers: Vec<Header>,

@@ -199,6 +199,7 @@ pub struct Webhook {
     pub timeout_ms: i32,
     pub queue: String,
     pub max_retries: i32,
+    pub max_concurrency: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -269,6 +270,7 @@ impl Webhook {
             timeout: self.timeout(),
             queue: self.queue.clone(),
             max_retries: self.max_retries,
+            max_concurrency: self.max_concurrency,
         }
     }
 }
@@ -293,6 +295,7 @@ pub struct WebhookSpec {
     pub timeout: Duration,
     pub queue: String,
     pub max_retries: i32,
+    pub max_concurrency: Option<i32>,
 }
 
 /// Column values for inserting or updating a webhook.
@@ -315,6 +318,7 @@ pub struct WebhookRow {
     pub timeout_ms: i32,
     pub queue: String,
     pub max_retries: i32,
+    pub max_concurrency: Option<i32>,
 }
 
 impl From<&WebhookSpec> for WebhookRow {
@@ -336,6 +340,7 @@ impl From<&WebhookSpec> for WebhookRow {
             timeout_ms: s.timeout.as_millis().min(i32::MAX as u128) as i32,
             queue: s.queue.clone(),
             max_retries: s.max_retries,
+            max_concurrency: s.max_concurrency,
         }
     }
 }

@@ -38,19 +38,42 @@ pub const POOL_SIZE: usize = 8;
 pub const ENQUEUE_CHUNK: usize = 500;
 
 /// A job on a queue. Versioned so a future format can live beside this one.
+/// `webhook_id` lets a worker apply the webhook's concurrency limit before
+/// claiming the row; a job without it (older, or written by hand) is still
+/// delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub v: u32,
     pub log_id: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<i64>,
 }
 
 impl Job {
     pub fn new(log_id: i64) -> Self {
-        Job { v: 1, log_id }
+        Job {
+            v: 1,
+            log_id,
+            webhook_id: None,
+        }
+    }
+
+    pub fn for_webhook(log_id: i64, webhook_id: Option<i64>) -> Self {
+        Job {
+            v: 1,
+            log_id,
+            webhook_id,
+        }
     }
 
     pub fn encode(&self) -> String {
-        format!("{{\"v\":{},\"log_id\":{}}}", self.v, self.log_id)
+        match self.webhook_id {
+            Some(w) => format!(
+                "{{\"v\":{},\"log_id\":{},\"webhook_id\":{}}}",
+                self.v, self.log_id, w
+            ),
+            None => format!("{{\"v\":{},\"log_id\":{}}}", self.v, self.log_id),
+        }
     }
 
     /// Parses a job; the error says what is wrong with it.
@@ -163,6 +186,7 @@ return out
 pub struct Enqueue {
     pub log_id: i64,
     pub queue: String,
+    pub webhook_id: Option<i64>,
 }
 
 /// The Redis side of hookfleet.
@@ -247,7 +271,7 @@ impl RedisQueue {
             }
             invocation.arg(ttl).arg(owner);
             for row in chunk {
-                invocation.arg(Job::new(row.log_id).encode());
+                invocation.arg(Job::for_webhook(row.log_id, row.webhook_id).encode());
             }
             let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
             out.extend(flags.into_iter().map(|f| f == 1));
@@ -328,6 +352,23 @@ impl RedisQueue {
         Ok(())
     }
 
+    /// Sends a taken job to the back of its queue (the producing end),
+    /// atomically with removing it from the processing list: a job whose
+    /// webhook is at its concurrency limit waits its turn again instead of
+    /// holding a slot.
+    pub async fn bounce(&self, processing: &str, queue: &str, job: &str) -> Result<(), QueueError> {
+        let mut conn = self.conn().await?;
+        redis::pipe()
+            .atomic()
+            .lrem(processing, 1, job)
+            .ignore()
+            .lpush(self.keys.queue(queue), job)
+            .ignore()
+            .query_async::<()>(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
     /// Jobs waiting on `queue`.
     pub async fn depth(&self, queue: &str) -> Result<i64, QueueError> {
         let mut conn = self.conn().await?;
@@ -343,6 +384,9 @@ mod tests {
     fn jobs_round_trip_and_bad_ones_say_why() {
         let j = Job::new(42);
         assert_eq!(j.encode(), r#"{"v":1,"log_id":42}"#);
+        let w = Job::for_webhook(42, Some(7));
+        assert_eq!(w.encode(), r#"{"v":1,"log_id":42,"webhook_id":7}"#);
+        assert_eq!(Job::decode(&w.encode()).unwrap(), w);
         assert_eq!(Job::decode(&j.encode()).unwrap(), j);
         assert!(Job::decode("not json")
             .unwrap_err()

@@ -435,6 +435,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(5),
             queue: "default".into(),
             max_retries: 3,
+            max_concurrency: None,
         };
         Arc::new(crate::validate::preview(&spec))
     }

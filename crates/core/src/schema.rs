@@ -21,6 +21,7 @@ diesel::table! {
         timeout_ms -> Int4,
         queue -> Text,
         max_retries -> Int4,
+        max_concurrency -> Nullable<Int4>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
     }

@@ -25,6 +25,10 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// default schedule (10 h) is three weeks, longer than anyone waits.
 pub const MAX_RETRIES_LIMIT: i32 = 50;
 
+/// The most requests a webhook may have in flight per worker: a worker's own
+/// concurrency is capped at 10,000.
+pub const MAX_ENDPOINT_CONCURRENCY: i32 = 10_000;
+
 /// Longest name, entity type, event or queue name accepted.
 pub const MAX_NAME_LEN: usize = 140;
 
@@ -97,6 +101,7 @@ pub(crate) fn preview(spec: &WebhookSpec) -> Webhook {
         timeout_ms: row.timeout_ms,
         queue: row.queue,
         max_retries: row.max_retries,
+        max_concurrency: row.max_concurrency,
         created_at: now,
         updated_at: now,
     }
@@ -205,6 +210,13 @@ pub fn validate(
     }
     if spec.max_retries < 0 {
         return refuse("max retries cannot be negative (0 means one attempt only)");
+    }
+    if let Some(n) = spec.max_concurrency {
+        if !(1..=MAX_ENDPOINT_CONCURRENCY).contains(&n) {
+            return refuse(format!(
+                "max concurrency is 1 to {MAX_ENDPOINT_CONCURRENCY}"
+            ));
+        }
     }
     if spec.max_retries > MAX_RETRIES_LIMIT {
         return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));

@@ -103,6 +103,7 @@ pub struct Delivery {
     pub id: i64,
     pub event_id: String,
     pub webhook: String,
+    pub webhook_id: Option<i64>,
     pub status: DeliveryStatus,
     pub queue: String,
     /// The event was already recorded for this webhook; nothing new was made.
@@ -405,6 +406,7 @@ impl Producer {
                 id: r.id,
                 event_id: r.event_id.clone(),
                 webhook: r.webhook_name.clone(),
+                webhook_id: r.webhook_id,
                 status: r.status,
                 queue: r.queue.clone(),
                 duplicate: r.duplicate,
@@ -435,6 +437,7 @@ impl Producer {
                 .map(|&i| Enqueue {
                     log_id: report.deliveries[i].id,
                     queue: report.deliveries[i].queue.clone(),
+                    webhook_id: report.deliveries[i].webhook_id,
                 })
                 .collect();
             let skip = self
@@ -517,6 +520,7 @@ impl Producer {
             max_attempts: 1,
             event_id: row.event_id.clone(),
             webhook_name: row.webhook_name.clone(),
+            webhook_id: row.webhook_id,
             url: row.url.clone(),
             method: row.method.clone(),
             headers: serde_json::from_value(row.headers.clone()).unwrap_or_default(),

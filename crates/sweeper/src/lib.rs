@@ -96,6 +96,7 @@ impl Sweeper {
                 .map(|r| Enqueue {
                     log_id: r.id,
                     queue: r.queue.clone(),
+                    webhook_id: r.webhook_id,
                 })
                 .collect();
             let flags = self

@@ -18,10 +18,16 @@ use hookfleet_core::queue::{Job, RedisQueue};
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
 
+use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
 use crate::unit::{Held, UnitOfWork};
 use crate::WorkerConfig;
+
+/// The pause after a take that found only jobs for webhooks at their limit:
+/// their requests need time to finish, and re-reading the same jobs at once
+/// would only spin.
+pub const BOUNCE_PAUSE: Duration = Duration::from_millis(20);
 
 /// How long a pop waits on an empty queue: the worker then looks at its other
 /// queues and at its shutdown flag, so a drain starts within a second.
@@ -37,6 +43,7 @@ pub struct Fetcher {
     pub http: reqwest::Client,
     pub tasks: tokio::task::JoinSet<()>,
     pub held: Arc<Held>,
+    pub limits: Arc<EndpointLimits>,
     blocking: Option<MultiplexedConnection>,
     next_queue: usize,
     /// A blocking pop failed: a job may sit in a processing list unseen.
@@ -54,6 +61,7 @@ impl Fetcher {
         recorder: mpsc::UnboundedSender<Finished>,
         http: reqwest::Client,
         held: Arc<Held>,
+        limits: Arc<EndpointLimits>,
     ) -> Fetcher {
         Fetcher {
             store,
@@ -65,6 +73,7 @@ impl Fetcher {
             http,
             tasks: tokio::task::JoinSet::new(),
             held,
+            limits,
             blocking: None,
             next_queue: 0,
             suspect_orphans: false,
@@ -208,16 +217,48 @@ impl Fetcher {
         mut permits: Vec<OwnedSemaphorePermit>,
     ) {
         let worker = self.config.worker_id.clone();
+        self.limits.refresh(&self.store).await;
+        let taken = units.len();
         let mut ids = Vec::with_capacity(units.len());
         let mut kept = Vec::with_capacity(units.len());
+        let mut endpoint_slots: HashMap<i64, Vec<OwnedSemaphorePermit>> = HashMap::new();
+        let mut bounced = 0;
         for mut unit in units.drain(..) {
             match Job::decode(&unit.raw) {
                 Ok(job) => {
+                    if let Some(webhook) = job.webhook_id {
+                        match self.limits.try_take(webhook) {
+                            Some(slot) => endpoint_slots.entry(job.log_id).or_default().push(slot),
+                            None => {
+                                // At its limit: to the back of the queue, and
+                                // the slot goes to someone else's job.
+                                if self
+                                    .queue
+                                    .bounce(&unit.processing, &unit.queue, &unit.raw)
+                                    .await
+                                    .is_ok()
+                                {
+                                    self.held.release(&unit);
+                                    permits.pop();
+                                    bounced += 1;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
                     unit.log_id = Some(job.log_id);
                     ids.push(job.log_id);
                     kept.push(unit);
                 }
                 Err(reason) => self.dead_letter(&unit, &reason, &worker).await,
+            }
+        }
+        if bounced > 0 {
+            Counters::add(&self.counters.bounced, bounced as u64);
+            if bounced == taken {
+                // Everything taken was for saturated webhooks: give their
+                // requests a moment instead of spinning on the queue.
+                tokio::time::sleep(BOUNCE_PAUSE).await;
             }
         }
         if kept.is_empty() {
@@ -242,7 +283,16 @@ impl Fetcher {
             let id = unit.log_id.expect("parsed above");
             if let Some(claim) = claims.remove(&id) {
                 let permit = permits.pop().expect("one permit per unit");
-                self.start(unit, claim, permit);
+                let endpoint = match endpoint_slots.get_mut(&id).and_then(Vec::pop) {
+                    Some(slot) => Some(slot),
+                    // A job that did not name its webhook waits for a slot
+                    // now that the claim told us which webhook it is.
+                    None => match claim.webhook_id {
+                        Some(w) => self.limits.take(w).await,
+                        None => None,
+                    },
+                };
+                self.start(unit, claim, permit, endpoint);
             } else if let Some(reason) = exhausted.get(&id) {
                 Counters::add(&self.counters.exhausted, 1);
                 tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
@@ -332,8 +382,14 @@ impl Fetcher {
         self.held.release(unit);
     }
 
-    /// Starts one delivery; its outcome goes to the recorder with its slot.
-    fn start(&mut self, unit: UnitOfWork, claim: Claim, permit: OwnedSemaphorePermit) {
+    /// Starts one delivery; its outcome goes to the recorder with its slots.
+    fn start(
+        &mut self,
+        unit: UnitOfWork,
+        claim: Claim,
+        permit: OwnedSemaphorePermit,
+        endpoint: Option<OwnedSemaphorePermit>,
+    ) {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
@@ -343,7 +399,7 @@ impl Fetcher {
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");
             // The recorder outlives every delivery task.
-            let _ = recorder.send(Finished { outcome, unit, permit });
+            let _ = recorder.send(Finished { outcome, unit, permit, endpoint });
         });
     }
 }

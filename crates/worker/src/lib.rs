@@ -10,6 +10,8 @@
 //! - [`record`]: write outcomes in batches, then ack and release keys.
 //! - [`unit`]: a taken job and its verbs (acknowledge, dead-letter, requeue).
 //! - [`stats`]: counters and the periodic summary line.
+//! - [`limits`]: per-webhook concurrency limits, so one slow webhook holds
+//!   only its own slots.
 //! - [`liveness`]: the heartbeat, and the reaper that recovers the jobs of
 //!   workers that died.
 //!
@@ -18,6 +20,7 @@
 //! recorded → LREM + DEL of the in-flight key → slot freed.
 
 pub mod fetch;
+pub mod limits;
 pub mod liveness;
 pub mod record;
 pub mod stats;
@@ -36,6 +39,7 @@ use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 use crate::fetch::Fetcher;
+use crate::limits::EndpointLimits;
 use crate::record::Recorder;
 use crate::stats::{Counters, Snapshot, SUMMARY_INTERVAL};
 use crate::unit::Held;
@@ -56,12 +60,22 @@ pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
 /// A job that was held by this many workers that died is a poison job.
 pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
 
+/// The default per-webhook limit: a quarter of the worker's slots, so a
+/// webhook that hangs until its timeout can take at most a quarter of them
+/// and the others keep three quarters.
+pub fn default_endpoint_concurrency(concurrency: usize) -> usize {
+    concurrency.div_ceil(4).max(1)
+}
+
 /// What a worker needs to know.
 pub struct WorkerConfig {
     pub worker_id: String,
     pub queues: Vec<String>,
     /// Hard cap on jobs held (popped and not yet acked) at once.
     pub concurrency: usize,
+    /// Most requests in flight to one webhook, unless the webhook sets its
+    /// own `max_concurrency`.
+    pub endpoint_concurrency: usize,
     pub fetch_batch: usize,
     pub schedule: RetrySchedule,
     pub policy: Arc<NetworkPolicy>,
@@ -148,6 +162,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         tx,
         http,
         held,
+        Arc::new(EndpointLimits::new(config.endpoint_concurrency)),
     );
     fetcher.run().await;
 

@@ -32,6 +32,12 @@ struct Cli {
         value_delimiter = ','
     )]
     queues: Vec<String>,
+    /// Most requests in flight to one webhook, unless the webhook sets its own
+    /// --max-concurrency (default: a quarter of --concurrency, so a webhook
+    /// that hangs holds at most a quarter of the slots).
+    #[arg(long, env = "HOOKFLEET_ENDPOINT_CONCURRENCY",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
+    endpoint_concurrency: Option<u64>,
     /// Most deliveries at once (a hard cap on jobs held).
     #[arg(long, env = "HOOKFLEET_CONCURRENCY", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
@@ -98,6 +104,10 @@ async fn main() -> ExitCode {
         worker_id: WorkerConfig::new_worker_id(),
         queues,
         concurrency,
+        endpoint_concurrency: cli
+            .endpoint_concurrency
+            .map(|n| n as usize)
+            .unwrap_or_else(|| hookfleet_worker::default_endpoint_concurrency(concurrency)),
         fetch_batch: DEFAULT_FETCH_BATCH.min(concurrency),
         schedule: cli.settings.retry_schedule.clone(),
         policy: Arc::new(cli.settings.allowed_networks.clone()),

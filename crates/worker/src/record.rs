@@ -31,6 +31,8 @@ pub struct Finished {
     pub outcome: Outcome,
     pub unit: UnitOfWork,
     pub permit: OwnedSemaphorePermit,
+    /// The webhook's slot (see `limits`), freed with the delivery slot.
+    pub endpoint: Option<OwnedSemaphorePermit>,
 }
 
 pub struct Recorder {

@@ -18,6 +18,9 @@ pub struct Counters {
     pub dead_lettered: AtomicU64,
     /// Outcomes refused because another claim took the row meanwhile.
     pub fenced: AtomicU64,
+    /// Jobs sent to the back of the queue because their webhook was at its
+    /// concurrency limit.
+    pub bounced: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -29,6 +32,7 @@ pub struct Snapshot {
     pub stale: u64,
     pub dead_lettered: u64,
     pub fenced: u64,
+    pub bounced: u64,
 }
 
 impl Counters {
@@ -44,6 +48,7 @@ impl Counters {
             stale: self.stale.load(Ordering::Relaxed),
             dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
+            bounced: self.bounced.load(Ordering::Relaxed),
         }
     }
 }
@@ -57,6 +62,7 @@ impl Snapshot {
             stale: self.stale - earlier.stale,
             dead_lettered: self.dead_lettered - earlier.dead_lettered,
             fenced: self.fenced - earlier.fenced,
+            bounced: self.bounced - earlier.bounced,
         }
     }
 

@@ -35,6 +35,7 @@ pub const INSERT_CHUNK: usize = 1000;
 #[derive(Debug, Clone, Serialize)]
 pub struct Recorded {
     pub id: i64,
+    pub webhook_id: Option<i64>,
     pub event_id: String,
     pub webhook_name: String,
     pub status: DeliveryStatus,
@@ -69,18 +70,17 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
             .iter()
             .map(|(_, e, w, _, _, _)| (e.clone(), *w))
             .collect();
-        out.extend(
-            inserted
-                .into_iter()
-                .map(|(id, event_id, _, webhook_name, status, queue)| Recorded {
-                    id,
-                    event_id,
-                    webhook_name,
-                    status: status.parse().unwrap_or(DeliveryStatus::Queued),
-                    queue,
-                    duplicate: false,
-                }),
-        );
+        out.extend(inserted.into_iter().map(
+            |(id, event_id, webhook_id, webhook_name, status, queue)| Recorded {
+                id,
+                webhook_id,
+                event_id,
+                webhook_name,
+                status: status.parse().unwrap_or(DeliveryStatus::Queued),
+                queue,
+                duplicate: false,
+            },
+        ));
         for row in chunk
             .iter()
             .filter(|r| !fresh.contains(&(r.event_id.clone(), r.webhook_id)))
@@ -92,6 +92,7 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
                 .first(conn)?;
             out.push(Recorded {
                 id: existing.id,
+                webhook_id: existing.webhook_id,
                 status: existing.status(),
                 event_id: existing.event_id,
                 webhook_name: existing.webhook_name,
@@ -107,6 +108,8 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
 struct ClaimRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    webhook_id: Option<i64>,
     #[diesel(sql_type = Integer)]
     attempts: i32,
     #[diesel(sql_type = Integer)]
@@ -151,7 +154,7 @@ WHERE l.id = ANY($1)
   AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
   AND ((l.status = 'Queued' AND l.attempts = 0) OR l.next_retry <= now())
   AND l.attempts < l.max_attempts
-RETURNING l.id, l.attempts, l.max_attempts, l.event_id, l.webhook_name, l.url, l.method,
+RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
           CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret";
 
@@ -225,6 +228,7 @@ pub fn claim(
         .into_iter()
         .map(|r| Claim {
             log_id: r.id,
+            webhook_id: r.webhook_id,
             attempt: r.attempts,
             max_attempts: r.max_attempts,
             event_id: r.event_id,
@@ -352,6 +356,8 @@ pub fn record(
 pub struct DueRow {
     #[diesel(sql_type = BigInt)]
     pub id: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub webhook_id: Option<i64>,
     #[diesel(sql_type = Text)]
     pub queue: String,
     #[diesel(sql_type = Timestamptz)]
@@ -367,7 +373,8 @@ pub fn due(
     after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<DueRow>, StoreError> {
-    const SELECT: &str = "SELECT l.id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
+    const SELECT: &str =
+        "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
     Ok(match after {
         None => diesel::sql_query(format!(
@@ -390,6 +397,7 @@ pub fn due(
 #[derive(Debug, Clone, Serialize)]
 pub struct Replayed {
     pub id: i64,
+    pub webhook_id: Option<i64>,
     pub previous_status: DeliveryStatus,
     pub queue: String,
     /// The attempt this replay allows (attempts made so far + 1).
@@ -435,6 +443,7 @@ pub fn replay(conn: &mut PgConnection, id: i64, force: bool) -> Result<Replayed,
         .execute(conn)?;
         Ok(Replayed {
             id,
+            webhook_id: row.webhook_id,
             previous_status: status,
             queue,
             next_attempt: row.attempts + 1,
@@ -459,6 +468,8 @@ pub fn replay_bulk(
     struct Touched {
         #[diesel(sql_type = BigInt)]
         id: i64,
+        #[diesel(sql_type = Nullable<BigInt>)]
+        webhook_id: Option<i64>,
         #[diesel(sql_type = Text)]
         queue: String,
         #[diesel(sql_type = Integer)]
@@ -470,7 +481,7 @@ pub fn replay_bulk(
              max_attempts = GREATEST(l.max_attempts, l.attempts + 1), updated_at = now()
          WHERE l.webhook_name = $1 AND l.status = $2 AND l.updated_at >= $3
            AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
-         RETURNING l.id, COALESCE((SELECT w.queue FROM webhooks w WHERE w.id = l.webhook_id), l.queue) AS queue,
+         RETURNING l.id, l.webhook_id, COALESCE((SELECT w.queue FROM webhooks w WHERE w.id = l.webhook_id), l.queue) AS queue,
                    l.attempts",
     )
     .bind::<Text, _>(webhook)
@@ -481,6 +492,7 @@ pub fn replay_bulk(
         .into_iter()
         .map(|t| Replayed {
             id: t.id,
+            webhook_id: t.webhook_id,
             previous_status: status,
             queue: t.queue,
             next_attempt: t.attempts + 1,

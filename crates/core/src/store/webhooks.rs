@@ -146,3 +146,20 @@ pub fn queue_names(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
         .order(webhooks::queue)
         .load(conn)?)
 }
+
+/// Webhook id → its `max_concurrency` (None: the worker's default).
+pub type ConcurrencyLimits = Vec<(i64, Option<i32>)>;
+
+/// Every webhook's concurrency limit, with the config version it was read at.
+pub fn concurrency_limits(conn: &mut PgConnection) -> Result<(i64, ConcurrencyLimits), StoreError> {
+    conn.build_transaction()
+        .read_only()
+        .repeatable_read()
+        .run(|conn| {
+            let version = config_version(conn)?;
+            let limits = webhooks::table
+                .select((webhooks::id, webhooks::max_concurrency))
+                .load(conn)?;
+            Ok((version, limits))
+        })
+}

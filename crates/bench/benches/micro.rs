@@ -1,0 +1,132 @@
+//! Micro-benchmarks: signing, request rendering, schedule computation, job
+//! (de)serialisation. `cargo bench -p hookfleet-bench`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+use hookfleet_bench::{sample_order, webhook};
+use hookfleet_core::model::Structure;
+use hookfleet_core::queue::Job;
+use hookfleet_core::render::CompiledWebhook;
+use hookfleet_core::schedule::{parse_retry_after, RetrySchedule};
+use hookfleet_core::sign::{
+    frappe_signature, signature_headers, standard_signature, Secret, SigningKeys,
+};
+use hookfleet_core::ssrf::NetworkPolicy;
+
+fn signing(c: &mut Criterion) {
+    let body = sample_order().to_string();
+    let secret = Secret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD");
+    let mut g = c.benchmark_group("sign");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("frappe", |b| {
+        b.iter(|| frappe_signature(black_box(&secret), black_box(body.as_bytes())))
+    });
+    g.bench_function("standard_webhooks", |b| {
+        b.iter(|| {
+            standard_signature(
+                black_box(&secret),
+                "msg_01",
+                1_700_000_000,
+                black_box(body.as_bytes()),
+            )
+        })
+    });
+    let rotating = SigningKeys {
+        current: Some(secret.clone()),
+        previous: Some(Secret::new("old-secret")),
+    };
+    g.bench_function("all_headers_during_rotation", |b| {
+        b.iter(|| {
+            signature_headers(
+                black_box(&rotating),
+                "msg_01",
+                1_700_000_000,
+                black_box(body.as_bytes()),
+            )
+        })
+    });
+    g.finish();
+}
+
+fn rendering(c: &mut Criterion) {
+    let doc = sample_order();
+    let policy = NetworkPolicy::default();
+    let template = r#"{"order": "{{ doc.name }}", "customer": "{{ doc.customer }}", "total": {{ doc.grand_total }},
+        "items": [{% for i in doc["items"] %}{"sku": "{{ i.sku }}", "qty": {{ i.qty }}}{% if not loop.last %},{% endif %}{% endfor %}]}"#;
+    let templated =
+        CompiledWebhook::compile(webhook(Some(template), &[], Structure::Json)).unwrap();
+    let selected = CompiledWebhook::compile(webhook(
+        None,
+        &[
+            ("name", "order"),
+            ("customer", "customer"),
+            ("grand_total", "total"),
+        ],
+        Structure::Json,
+    ))
+    .unwrap();
+    let form = CompiledWebhook::compile(webhook(
+        None,
+        &[("name", "order"), ("grand_total", "total")],
+        Structure::Form,
+    ))
+    .unwrap();
+    let whole = CompiledWebhook::compile(webhook(None, &[], Structure::Json)).unwrap();
+    let mut g = c.benchmark_group("render");
+    g.bench_function("condition", |b| {
+        b.iter(|| templated.condition_holds(black_box(&doc)).unwrap())
+    });
+    g.bench_function("jinja_json_template", |b| {
+        b.iter(|| templated.build_request(black_box(&doc), &policy).unwrap())
+    });
+    g.bench_function("json_field_selection", |b| {
+        b.iter(|| selected.build_request(black_box(&doc), &policy).unwrap())
+    });
+    g.bench_function("form_field_selection", |b| {
+        b.iter(|| form.build_request(black_box(&doc), &policy).unwrap())
+    });
+    g.bench_function("whole_document", |b| {
+        b.iter(|| whole.build_request(black_box(&doc), &policy).unwrap())
+    });
+    g.bench_function("compile_webhook", |b| {
+        let w = webhook(Some(template), &[], Structure::Json);
+        b.iter(|| CompiledWebhook::compile(black_box(w.clone())).unwrap())
+    });
+    g.finish();
+}
+
+fn schedule(c: &mut Criterion) {
+    let s = RetrySchedule::default();
+    let now = chrono::Utc::now();
+    let mut g = c.benchmark_group("schedule");
+    g.bench_function("next_delay", |b| {
+        b.iter(|| s.delay_with_retry_after(black_box(3), black_box(Some(Duration::from_secs(600)))))
+    });
+    g.bench_function("retry_after_seconds", |b| {
+        b.iter(|| parse_retry_after(black_box("120"), now))
+    });
+    g.bench_function("retry_after_http_date", |b| {
+        b.iter(|| parse_retry_after(black_box("Mon, 30 Nov 2026 12:10:00 GMT"), now))
+    });
+    g.bench_function("parse_schedule", |b| {
+        b.iter(|| RetrySchedule::parse(black_box("5m,30m,2h,5h,10h,10h")).unwrap())
+    });
+    g.finish();
+}
+
+fn jobs(c: &mut Criterion) {
+    let job = Job::new(123_456_789);
+    let raw = job.encode();
+    let mut g = c.benchmark_group("job");
+    g.bench_function("encode", |b| b.iter(|| black_box(job).encode()));
+    g.bench_function("decode", |b| {
+        b.iter(|| Job::decode(black_box(&raw)).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, signing, rendering, schedule, jobs);
+criterion_main!(benches);

@@ -1,0 +1,164 @@
+//! Per-webhook concurrency limits: a webhook never has more requests in
+//! flight than its limit, and one that hangs holds only its own slots.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use hookfleet_producer::{Batch, Event};
+use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn events(entity: &str, n: usize) -> Vec<Event> {
+    (0..n)
+        .map(|i| {
+            let name = format!("{entity}-{i}");
+            Event::new(entity, "on_submit", &name, json!({"name": name}))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(200)));
+    let mut s = spec("limited", "Order", "on_submit", &rx.url("/limited"));
+    s.max_concurrency = Some(2);
+    env.add_webhook(&s);
+    let mut batch = Batch::new();
+    for e in events("Order", 12) {
+        batch.push(e);
+    }
+    env.producer().emit_batch(batch).await.unwrap();
+    let worker = env.start_worker(16, hookfleet_core::schedule::RetrySchedule::default());
+    rx.wait_for(12, WAIT).await;
+    let stats = worker.stop().await;
+    assert_eq!(
+        rx.max_in_flight(),
+        2,
+        "the limit is reached and never passed"
+    );
+    assert_eq!(stats.delivered, 12);
+    assert!(
+        stats.bounced > 0,
+        "jobs over the limit went back to the queue"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_webhook_holds_only_its_own_slots_and_the_others_flow() {
+    let env = TestEnv::new();
+    let hanging = Receiver::start().await;
+    hanging.reply_always(Reply::hang());
+    let healthy = Receiver::start().await;
+    let mut bad = spec("hangs", "Invoice", "on_submit", &hanging.url("/hang"));
+    bad.timeout = Duration::from_secs(3);
+    bad.max_retries = 0;
+    env.add_webhook(&bad);
+    env.add_webhook(&spec("healthy", "Order", "on_submit", &healthy.url("/ok")));
+    // Interleaved: one hanging event for every five healthy ones.
+    let mut batch = Batch::new();
+    let mut bad_events = events("Invoice", 20).into_iter();
+    for (i, e) in events("Order", 100).into_iter().enumerate() {
+        batch.push(e);
+        if i % 5 == 0 {
+            batch.push(bad_events.next().unwrap());
+        }
+    }
+    env.producer().emit_batch(batch).await.unwrap();
+    let started = Instant::now();
+    let worker = env.start_worker_tuned(8, |c| c.endpoint_concurrency = 2);
+    healthy.wait_for(100, WAIT).await;
+    let healthy_done = started.elapsed();
+    assert!(
+        healthy_done < Duration::from_secs(3),
+        "the healthy webhook finished in {healthy_done:?}, before the hanging one's first timeout"
+    );
+    assert!(
+        hanging.max_in_flight() <= 2,
+        "the hanging webhook held {} slots",
+        hanging.max_in_flight()
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_add_refuses_a_max_concurrency_outside_one_to_ten_thousand() {
+    let env = TestEnv::new();
+    for bad in ["0", "-1", "10001"] {
+        let out = env.cli(&[
+            "webhook",
+            "add",
+            "x",
+            "--entity-type",
+            "A",
+            "--event",
+            "e",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--max-concurrency",
+            bad,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("max concurrency"),
+            "{bad}"
+        );
+    }
+    let ok = env.cli(&[
+        "webhook",
+        "add",
+        "x",
+        "--entity-type",
+        "A",
+        "--event",
+        "e",
+        "--url",
+        "http://127.0.0.1:9/x",
+        "--max-concurrency",
+        "10000",
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let shown = env.cli(&["webhook", "show", "x", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(v["max_concurrency"], 10000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_limit_applies_to_a_running_worker() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(150)));
+    let mut s = spec("changing", "Order", "on_submit", &rx.url("/x"));
+    s.max_concurrency = Some(4);
+    env.add_webhook(&s);
+    let worker = env.start_worker(16, hookfleet_core::schedule::RetrySchedule::default());
+    let mut first = Batch::new();
+    for e in events("Order", 8) {
+        first.push(e);
+    }
+    env.producer().emit_batch(first).await.unwrap();
+    rx.wait_for(8, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rx.max_in_flight(), 4);
+
+    let out = env.cli(&["webhook", "update", "changing", "--max-concurrency", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await; // the worker re-reads limits every second
+    let rx2 = Receiver::start().await;
+    rx2.reply_always(Reply::status(200).delayed(Duration::from_millis(150)));
+    let out = env.cli(&["webhook", "update", "changing", "--url", &rx2.url("/y")]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let mut second = Batch::new();
+    for (i, e) in events("Order", 6).into_iter().enumerate() {
+        let mut e = e;
+        e.name = format!("later-{i}");
+        second.push(e);
+    }
+    env.producer().emit_batch(second).await.unwrap();
+    rx2.wait_for(6, WAIT).await;
+    worker.stop().await;
+    assert_eq!(rx2.max_in_flight(), 1, "the new limit holds");
+}
