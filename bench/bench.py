@@ -1,78 +1,124 @@
 #!/usr/bin/env python3
-"""hookfleet benchmarks: drive the real binaries (release build) against the
-local Postgres and Redis and a fast loopback receiver, and print figures.
+"""hookfleet benchmarks, all in one run on one machine (scripts/bench.sh).
 
-Run through scripts/bench.sh, which starts the services and builds. Each
-scenario uses a fresh database and Redis prefix. Figures depend on the
-machine: compare ratios measured in the same run, not absolute numbers across
-machines.
+Everything runs against a Postgres and a Redis of the benchmark's own
+(started on spare ports, with pg_stat_statements, so the counters see only
+our load) and a fast counting receiver on loopback. In order:
 
-Scenarios:
-  drain   emit N events first (queued), then start the workers: how fast the
-          workers drain a backlog (deliveries/s), plus the emit rate.
-  e2e     workers running, then emit N events: end to end, emit → Delivered.
-  tick    sweeper tick time (median of 15 ticks) with 10k, 100k and 1M rows
-          in the logs table of which up to 100k are due, at batch sizes 100
-          and 1000. Redis is cleared between ticks so every tick does the same
-          work (select a batch, take keys, push jobs).
+  1. the machine's limits: the receiver alone under wrk; Redis under
+     redis-benchmark (LPUSH, RPOP); Postgres under pgbench (write -N, read -S)
+     and under a transaction shaped like a delivery (insert, claim, outcome);
+  2. the baseline: Frappe's webhook job (requests + one log row) under RQ
+     workers, no-fork with 1, 2 and 4 processes and Frappe's default forking
+     worker;
+  3. hookfleet: a worker draining a queued backlog (and the emit rate that
+     built it); end to end (workers running, then emit) for 1 and 8 webhooks
+     at concurrency 16, 64 and 256 with one and two worker processes; scaling
+     over 1, 2 and 4 workers with Redis commands and Postgres statements per
+     delivery; isolation: healthy webhooks' throughput with 10% of events
+     going to a webhook that hangs until its 5 s timeout, against none.
+
+It prints the tables, saves JSON under bench/out/, draws deliveries/s against
+concurrency (hookfleet beside the baseline) and writes docs/PERFORMANCE.md.
+Figures depend on the machine: compare the ratios measured in the same run.
 """
-import re
-import statistics
 import argparse
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
+from services import Postgres, Redis, spare_port, wait_port
+
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/hookfleet/target"))
 BIN = os.path.join(TARGET, "release")
-PG_ADMIN = os.environ["HOOKFLEET_PG_ADMIN"]
-REDIS = os.environ["HOOKFLEET_REDIS"]
-RECEIVER_ADDR = "127.0.0.1:18090"
+VENV_PY = os.environ.get("HOOKFLEET_BENCH_PYTHON", sys.executable)
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 # Bodies of about 342 bytes, like the reference measurements.
 PAD = "x" * 180
 
 
-def psql(url, sql):
-    return subprocess.run(["psql", url, "-Atqc", sql], check=True, capture_output=True, text=True).stdout.strip()
+def log(msg):
+    print(time.strftime("%H:%M:%S"), msg, file=sys.stderr, flush=True)
 
 
-def db_url(name):
-    return PG_ADMIN.rsplit("/", 1)[0] + "/" + name
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+class Bench:
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.pg = Postgres(workdir, "-c shared_preload_libraries=pg_stat_statements -c max_wal_size=4GB")
+        self.pg.start()
+        # Every database created from here on can count its statements.
+        self.psql("template1", "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        self.redis = Redis(workdir)
+        self.redis.start()
+        self.receiver_port = spare_port()
+        self.receiver = subprocess.Popen([os.path.join(BIN, "hookfleet-bench-receiver"),
+                                          f"127.0.0.1:{self.receiver_port}"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.receiver_port)
+        self.runs = 0
+
+    def close(self):
+        self.receiver.terminate()
+        self.pg.crash()
+        self.redis.stop()
+
+    def receiver_url(self, path):
+        return f"http://127.0.0.1:{self.receiver_port}{path}"
+
+    def receiver_stats(self):
+        with urllib.request.urlopen(self.receiver_url("/stats")) as r:
+            return json.load(r)
+
+    def psql(self, db, sql):
+        return sh(["psql", self.pg.url(db), "-Atqc", sql]).strip()
+
+    def redis_cli(self, *args):
+        return sh(["redis-cli", "-p", str(self.redis.port), *args])
 
 
 class Fleet:
-    """A database, a prefix and webhooks for one scenario."""
+    """A database and webhooks for one hookfleet run."""
 
-    def __init__(self, tag, webhooks):
-        self.db = f"hookfleet_bench_{tag}"
-        psql(PG_ADMIN, f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
-        psql(PG_ADMIN, f"CREATE DATABASE {self.db}")
-        self.prefix = f"hookfleet-bench:{tag}:{os.getpid()}:"
-        self.env = dict(os.environ, DATABASE_URL=db_url(self.db), REDIS_URL=REDIS,
-                        HOOKFLEET_REDIS_PREFIX=self.prefix, HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32",
+    def __init__(self, bench, webhooks, bad_webhook=False):
+        bench.runs += 1
+        self.bench = bench
+        self.db = f"hookfleet_run_{bench.runs}"
+        bench.psql("postgres", f"CREATE DATABASE {self.db}")
+        self.env = dict(os.environ, DATABASE_URL=bench.pg.url(self.db), REDIS_URL=bench.redis.url,
+                        HOOKFLEET_REDIS_PREFIX=f"run{bench.runs}:", HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32",
                         RUST_LOG="warn")
         self.run("hookfleet", "migrate")
         self.webhooks = webhooks
         for k in range(webhooks):
-            self.run("hookfleet", "webhook", "add", f"bench-{k}", "--entity-type", f"Doc{k}",
-                     "--event", "on_submit", "--url", f"http://{RECEIVER_ADDR}/ok/{k}",
-                     "--secret", "bench-secret", "--timeout", "10s")
+            self.run("hookfleet", "webhook", "add", f"bench-{k}", "--entity-type", f"Doc{k}", "--event", "on_submit",
+                     "--url", bench.receiver_url(f"/ok/{k}"), "--secret", "bench-secret", "--timeout", "10s")
+        if bad_webhook:
+            self.run("hookfleet", "webhook", "add", "hangs", "--entity-type", "Bad", "--event", "on_submit",
+                     "--url", bench.receiver_url("/hang/x"), "--timeout", "5s", "--max-retries", "0")
 
     def run(self, binary, *args, stdin=None):
-        return subprocess.run([os.path.join(BIN, binary), *args], env=self.env, check=True,
-                              capture_output=True, text=True, input=stdin)
+        return subprocess.run([os.path.join(BIN, binary), *args], env=self.env, check=True, capture_output=True,
+                              text=True, input=stdin)
 
-    def events_file(self, n):
-        f = tempfile.NamedTemporaryFile("w", suffix=".ndjson", delete=False)
+    def events_file(self, n, bad_share=0.0):
+        f = tempfile.NamedTemporaryFile("w", suffix=".ndjson", delete=False, dir=self.bench.workdir)
+        bad_every = round(1 / bad_share) if bad_share else 0
         for i in range(n):
-            k = i % self.webhooks
+            entity = "Bad" if bad_every and i % bad_every == 0 else f"Doc{i % self.webhooks}"
             doc = {"name": f"SO-{i:07d}", "customer": "ACME Corporation", "grand_total": 1234.5 + i,
                    "status": "Submitted", "items": [{"sku": "A-1", "qty": 2}], "note": PAD}
-            f.write(json.dumps({"entity_type": f"Doc{k}", "event": "on_submit", "name": doc["name"], "doc": doc}) + "\n")
+            f.write(json.dumps({"entity_type": entity, "event": "on_submit", "name": doc["name"], "doc": doc}) + "\n")
         f.close()
         return f.name
 
@@ -82,25 +128,24 @@ class Fleet:
         return time.monotonic() - t0
 
     def delivered(self):
-        return int(psql(db_url(self.db), "SELECT count(*) FROM webhook_request_logs WHERE status = 'Delivered'"))
+        return int(self.bench.psql(self.db, "SELECT count(*) FROM webhook_request_logs WHERE status = 'Delivered'"))
 
-    def start_workers(self, count, concurrency):
-        return [subprocess.Popen([os.path.join(BIN, "hookfleet-worker"), "--concurrency", str(concurrency)],
-                                 env=self.env, stderr=subprocess.DEVNULL) for _ in range(count)]
+    def start_workers(self, count, concurrency, extra=()):
+        return [subprocess.Popen([os.path.join(BIN, "hookfleet-worker"), "--concurrency", str(concurrency), *extra],
+                                 env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(count)]
 
-    def close(self):
-        subprocess.run(["redis-cli", "-u", REDIS, "--scan", "--pattern", self.prefix + "*"],
-                       capture_output=True)
-        psql(PG_ADMIN, f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+    def drop(self):
+        self.bench.psql("postgres", f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
+        self.bench.redis_cli("FLUSHDB")
 
 
 def proc_cpu_and_rss(pid):
     """CPU seconds (user+system) and peak RSS in MiB of a live process."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = 0
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    rss = 0.0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -108,63 +153,220 @@ def proc_cpu_and_rss(pid):
     return cpu, rss
 
 
-def wait_delivered(fleet, n, timeout):
+CPU_GROUPS = {"postgres": "postgres", "redis-server": "redis", "hookfleet-bench": "receiver",
+              "hookfleet-worke": "worker", "hookfleet-produ": "producer"}
+
+
+def cpu_snapshot():
+    """CPU seconds used so far by each group of live processes (by name)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = dict.fromkeys(CPU_GROUPS.values(), 0.0)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        group = CPU_GROUPS.get(name)
+        if group:
+            fields = raw.rsplit(")", 1)[1].split()
+            out[group] += (int(fields[11]) + int(fields[12])) / ticks
+    children = os.times()
+    out["producer"] += children.children_user + children.children_system  # the emit runs as our child
+    return out
+
+
+def wait_received(bench, target, prefix="ok", timeout=900):
+    """Waits until the receiver answered `target` more requests under /prefix."""
     t0 = time.monotonic()
     while True:
-        d = fleet.delivered()
-        if d >= n:
+        got = bench.receiver_stats()["by_path_prefix"].get(prefix, 0)
+        if got >= target:
             return time.monotonic()
         if time.monotonic() - t0 > timeout:
-            raise SystemExit(f"only {d} of {n} delivered after {timeout}s")
-        time.sleep(0.05)
+            raise SystemExit(f"only {got} of {target} received after {timeout}s")
+        time.sleep(0.02)
 
 
-def receiver_stats():
-    with urllib.request.urlopen(f"http://{RECEIVER_ADDR}/stats") as r:
-        return json.load(r)
-
-
-def scenario(kind, events, webhooks, workers, concurrency, tag):
-    fleet = Fleet(tag, webhooks)
+def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_statements=False, extra=()):
+    fleet = Fleet(bench, webhooks)
     try:
         path = fleet.events_file(events)
-        before = receiver_stats()
+        base = bench.receiver_stats()["by_path_prefix"].get("ok", 0)
+        if count_statements:
+            bench.psql(fleet.db, "SELECT pg_stat_statements_reset()")
+            bench.redis_cli("CONFIG", "RESETSTAT")
+        cpu0 = cpu_snapshot()
         if kind == "drain":
             emit_s = fleet.emit(path)
+            cpu0 = cpu_snapshot()  # the drain alone
             t0 = time.monotonic()
-            procs = fleet.start_workers(workers, concurrency)
+            procs = fleet.start_workers(workers, concurrency, extra)
         else:
-            procs = fleet.start_workers(workers, concurrency)
-            time.sleep(1.0)  # workers connected and waiting
+            procs = fleet.start_workers(workers, concurrency, extra)
+            time.sleep(1.0)  # connected and waiting
             t0 = time.monotonic()
             emit_s = fleet.emit(path)
-        t1 = wait_delivered(fleet, events, timeout=600)
+        wait_received(bench, base + events)
+        # Received is not yet recorded: the run ends when the rows say Delivered.
+        while fleet.delivered() < events:
+            time.sleep(0.02)
+        t1 = time.monotonic()
         usage = [proc_cpu_and_rss(p.pid) for p in procs]
+        cpu1 = cpu_snapshot()
         for p in procs:
             p.terminate()
         for p in procs:
-            p.wait(timeout=30)
-        after = receiver_stats()
-        os.unlink(path)
-        cpu = sum(u[0] for u in usage)
-        return {
+            p.wait(timeout=60)
+        result = {
             "scenario": kind, "events": events, "webhooks": webhooks, "workers": workers,
             "concurrency": concurrency, "seconds": round(t1 - t0, 3),
             "deliveries_per_s": round(events / (t1 - t0)),
             "emit_events_per_s": round(events / emit_s),
-            "worker_cpu_s_per_1000": round(cpu / events * 1000, 3),
+            "worker_cpu_s_per_1000": round(sum(u[0] for u in usage) / events * 1000, 3),
             "worker_peak_rss_mib": round(max(u[1] for u in usage), 1),
-            "received": after["requests"] - before["requests"],
-            "duplicates": after["duplicates"] - before["duplicates"],
+            "cpu_s_per_1000_by_process": {k: round((cpu1[k] - cpu0[k]) / events * 1000, 3) for k in cpu1},
         }
+        if count_statements:
+            result.update(statement_counts(bench, fleet.db, events))
+        os.unlink(path)
+        return result
     finally:
-        fleet.close()
+        fleet.drop()
+
+
+def statement_counts(bench, db, deliveries):
+    """Postgres statements and Redis commands per delivery (emit included)."""
+    # The benchmark's own queries (counting rows, resetting) are left out.
+    statements = int(bench.psql(db, "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+                                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                                    "AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%count(*)%'"))
+    info = bench.redis_cli("INFO", "commandstats")
+    commands = 0
+    for m in re.finditer(r"cmdstat_(\w+):calls=(\d+)", info):
+        if m.group(1) not in ("info", "config", "flushdb"):
+            commands += int(m.group(2))
+    return {"pg_statements_per_delivery": round(statements / deliveries, 3),
+            "redis_commands_per_delivery": round(commands / deliveries, 3)}
+
+
+def isolation(bench, events, concurrency):
+    """Healthy throughput with 10% of events to a webhook that hangs (5 s
+    timeout), against the same healthy load alone."""
+    out = {}
+    healthy = int(events * 0.9)
+    for label, bad in (("without", False), ("with", True)):
+        fleet = Fleet(bench, 8, bad_webhook=bad)
+        try:
+            path = fleet.events_file(events if bad else healthy, bad_share=0.1 if bad else 0.0)
+            base = bench.receiver_stats()["by_path_prefix"].get("ok", 0)
+            procs = fleet.start_workers(1, concurrency)
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            fleet.emit(path)
+            t1 = wait_received(bench, base + healthy)
+            for p in procs:
+                p.kill()
+                p.wait()
+            out[f"healthy_per_s_{label}_bad_webhook"] = round(healthy / (t1 - t0))
+            os.unlink(path)
+        finally:
+            fleet.drop()
+    out["kept"] = round(out["healthy_per_s_with_bad_webhook"] / out["healthy_per_s_without_bad_webhook"], 3)
+    out["concurrency"] = concurrency
+    return out
+
+
+def machine_limits(bench, seconds):
+    out = {}
+    wrk = sh(["wrk", "-t2", "-c64", f"-d{seconds}s", bench.receiver_url("/ok/wrk")])
+    out["receiver_requests_per_s"] = round(float(re.search(r"Requests/sec:\s+([\d.]+)", wrk).group(1)))
+    rb = sh(["redis-benchmark", "-p", str(bench.redis.port), "-c", "32", "-n", "200000", "-t", "lpush,rpop", "-q"])
+    for cmd in ("LPUSH", "RPOP"):
+        m = re.search(cmd + r": ([\d.]+) requests per second", rb)
+        out[f"redis_{cmd.lower()}_per_s"] = round(float(m.group(1))) if m else None
+    bench.psql("postgres", "CREATE DATABASE pgbench")
+    url = bench.pg.url("pgbench")
+    sh(["pgbench", "-i", "-q", "-s", "10", url])
+    for flag, key in (("-N", "pg_write_tps"), ("-S", "pg_read_tps")):
+        r = sh(["pgbench", flag, "-c", "16", "-j", "2", "-T", str(seconds), url])
+        out[key] = round(float(re.search(r"tps = ([\d.]+)", r).group(1)))
+    # A delivery's statements, one transaction each, against a table like ours.
+    fleet = Fleet(bench, 1)
+    script = os.path.join(bench.workdir, "delivery.sql")
+    with open(script, "w") as f:
+        f.write("""\\set e random(1, 1000000000)
+INSERT INTO webhook_request_logs (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
+  headers, body, queue, status, max_attempts, next_retry)
+  VALUES ('p' || :e || '-' || :client_id, 1, 'bench-0', 'Doc0', 'SO', 'on_submit', 'http://x', 'POST', '[]',
+  '{"note": "%s"}', 'default', 'Queued', 4, now() + interval '10 minutes') RETURNING id \\gset
+UPDATE webhook_request_logs SET attempts = attempts + 1, lease_expires_at = now() + interval '35 s',
+  next_retry = now() + interval '35 s' WHERE id = :id AND status IN ('Queued', 'Failed');
+UPDATE webhook_request_logs SET status = 'Delivered', next_retry = NULL, lease_expires_at = NULL,
+  response_code = 204 WHERE id = :id AND attempts = 1;
+""" % PAD)
+    r = sh(["pgbench", "-n", "-f", script, "-c", "16", "-j", "2", "-T", str(seconds), bench.pg.url(fleet.db)])
+    out["pg_single_row_delivery_tps"] = round(float(re.search(r"tps = ([\d.]+)", r).group(1)))
+    fleet.drop()
+    return out
+
+
+def baseline(bench, events, fork_events):
+    db = "baseline"
+    bench.psql("postgres", f"CREATE DATABASE {db}")
+    env = dict(os.environ, BASELINE_DATABASE_URL=bench.pg.url(db), BASELINE_REDIS_URL=bench.redis.url)
+    out = []
+    for workers, fork, n in ((1, False, events), (2, False, events), (4, False, events), (2, True, fork_events)):
+        args = [VENV_PY, os.path.join(HERE, "baseline", "run.py"), "--events", str(n), "--workers", str(workers),
+                "--receiver", bench.receiver_url("/ok/baseline")]
+        if fork:
+            args.append("--fork")
+        r = json.loads(sh(args, env=env).strip().splitlines()[-1])
+        log(f"baseline {r}")
+        out.append(r)
+        bench.redis_cli("FLUSHDB")
+    return out
+
+
+def run_all(bench, a):
+    n = a.events
+    results = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+               "command": "scripts/bench.sh " + " ".join(sys.argv[1:])}
+    log("machine limits")
+    results["limits"] = machine_limits(bench, a.seconds)
+    log(f"limits {results['limits']}")
+    log("baseline")
+    results["baseline"] = baseline(bench, a.baseline_events, a.fork_events)
+    results["drain"] = []
+    for c in (64, 256):
+        r = hookfleet_run(bench, "drain", n, 1, 1, c, count_statements=True)
+        log(f"drain {r}")
+        results["drain"].append(r)
+    results["e2e"] = []
+    for webhooks in (1, 8):
+        for workers in (1, 2):
+            for c in (16, 64, 256):
+                r = hookfleet_run(bench, "e2e", n, webhooks, workers, c)
+                log(f"e2e {r}")
+                results["e2e"].append(r)
+    results["scaling"] = []
+    for workers in (1, 2, 4):
+        r = hookfleet_run(bench, "e2e", n, 8, workers, 64, count_statements=True)
+        log(f"scaling {r}")
+        results["scaling"].append(r)
+    log("isolation")
+    results["isolation"] = isolation(bench, n, 64)
+    log(f"isolation {results['isolation']}")
+    return results
 
 
 TICK_SQL = """
 INSERT INTO webhook_request_logs (event_id, webhook_id, webhook_name, entity_type, entity_name, event,
     url, method, headers, body, queue, status, attempts, max_attempts, next_retry, created_at, updated_at)
-SELECT 'msg_' || g, 1, 'bench-0', 'Doc0', 'SO-' || g, 'on_submit', 'http://127.0.0.1:18090/ok/0', 'POST',
+SELECT 'msg_' || g, 1, 'bench-0', 'Doc0', 'SO-' || g, 'on_submit', 'http://127.0.0.1:9/ok/0', 'POST',
     '[]', '{{"name": "SO-' || g || '", "note": "{pad}"}}', 'default',
     CASE WHEN g <= {due} THEN 'Failed' ELSE 'Delivered' END, 1, 4,
     CASE WHEN g <= {due} THEN now() - (g || ' milliseconds')::interval END, now(), now()
@@ -172,59 +374,207 @@ FROM generate_series(1, {rows}) g
 """
 
 
-def tick_scenario(rows_list, batches, ticks=15):
+def tick_scenario(bench, rows_list=(10_000, 100_000, 1_000_000), batches=(100, 1000), ticks=15):
+    """Sweeper tick time (median of `ticks`) as the logs table grows, with up
+    to 100k rows due. Redis is emptied between ticks so each does the same
+    work: select a batch, take its keys, push its jobs."""
+    import statistics
     results = []
     for rows in rows_list:
         due = min(rows, 100_000)
-        fleet = Fleet(f"tick_{rows}_{os.getpid()}", 1)
+        fleet = Fleet(bench, 1)
         try:
-            psql(db_url(fleet.db), TICK_SQL.format(rows=rows, due=due, pad=PAD))
-            psql(db_url(fleet.db), "VACUUM ANALYZE webhook_request_logs")
+            bench.psql(fleet.db, TICK_SQL.format(rows=rows, due=due, pad=PAD))
+            bench.psql(fleet.db, "VACUUM ANALYZE webhook_request_logs")
             for batch in batches:
                 times = []
                 for _ in range(ticks):
-                    keys = subprocess.run(["redis-cli", "-u", REDIS, "--scan", "--pattern", fleet.prefix + "*"],
-                                          capture_output=True, text=True).stdout.split()
-                    for i in range(0, len(keys), 500):
-                        subprocess.run(["redis-cli", "-u", REDIS, "del", *keys[i:i + 500]], capture_output=True)
-                    out = subprocess.run([os.path.join(BIN, "hookfleet-sweeper"), "--once", "--batch-size", str(batch)],
-                                         env=dict(fleet.env, RUST_LOG="info"), capture_output=True, text=True,
-                                         check=True).stderr
+                    bench.redis_cli("FLUSHDB")
+                    out = subprocess.run([os.path.join(BIN, "hookfleet-sweeper"), "--once", "--batch-size",
+                                          str(batch)], env=dict(fleet.env, RUST_LOG="info"), capture_output=True,
+                                         text=True, check=True).stderr
                     m = re.search(r"enqueued=(\d+).* ms=(\d+)", out)
                     assert m and int(m.group(1)) == batch, out
                     times.append(int(m.group(2)))
-                results.append({"rows": rows, "due": due, "batch": batch,
-                                "median_ms": statistics.median(times), "max_ms": max(times)})
+                r = {"rows": rows, "due": due, "batch": batch, "median_ms": statistics.median(times),
+                     "max_ms": max(times)}
+                log(f"tick {r}")
+                results.append(r)
         finally:
-            fleet.close()
+            fleet.drop()
     return results
+
+
+def machine():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Linux {platform.release()}"
+
+
+def best_baseline(results):
+    return max(r["deliveries_per_s"] for r in results["baseline"] if not r["fork"])
+
+
+def tables(results):
+    """The report as Markdown tables."""
+    base = best_baseline(results)
+    lim = results["limits"]
+    recv = lim["receiver_requests_per_s"]
+    lines = []
+    add = lines.append
+    add("### The machine alone\n")
+    add("| what | figure |\n| --- | ---: |")
+    add(f"| receiver alone (wrk, 64 connections) | {recv:,} requests/s |")
+    add(f"| Redis LPUSH / RPOP (32 clients) | {lim['redis_lpush_per_s']:,} / {lim['redis_rpop_per_s']:,} per s |")
+    add(f"| Postgres pgbench -N / -S (16 clients) | {lim['pg_write_tps']:,} / {lim['pg_read_tps']:,} tps |")
+    add(f"| Postgres, one delivery's insert + claim + outcome, one row per transaction | "
+        f"{lim['pg_single_row_delivery_tps']:,} tps |")
+    add("\n### The baseline: Frappe's webhook job under RQ\n")
+    add("| RQ workers | kind | events | deliveries/s |\n| ---: | --- | ---: | ---: |")
+    for r in results["baseline"]:
+        add(f"| {r['workers']} | {'forking (Frappe default)' if r['fork'] else 'no-fork'} | {r['events']:,} | "
+            f"{r['deliveries_per_s']:,} |")
+    add(f"\nBest baseline: **{base:,} deliveries/s**.\n")
+    add("### hookfleet\n")
+    add("| scenario | webhooks | workers | concurrency | deliveries/s | × baseline | % of receiver alone "
+        "| emit events/s | worker CPU s / 1000 | worker peak RSS MiB |")
+    add("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in results["drain"] + results["e2e"]:
+        add(f"| {'drain (queued first)' if r['scenario'] == 'drain' else 'end to end'} | {r['webhooks']} | "
+            f"{r['workers']} | {r['concurrency']} | {r['deliveries_per_s']:,} | "
+            f"{r['deliveries_per_s'] / base:.1f}× | {100 * r['deliveries_per_s'] / recv:.1f}% | "
+            f"{r['emit_events_per_s']:,} | {r['worker_cpu_s_per_1000']} | {r['worker_peak_rss_mib']} |")
+    add("\n### Scaling out (end to end, 8 webhooks, concurrency 64 per worker)\n")
+    add("| workers | deliveries/s | vs 1 worker | Postgres statements / delivery | Redis commands / delivery |")
+    add("| ---: | ---: | ---: | ---: | ---: |")
+    one = results["scaling"][0]["deliveries_per_s"]
+    for r in results["scaling"]:
+        add(f"| {r['workers']} | {r['deliveries_per_s']:,} | {r['deliveries_per_s'] / one:.2f}× | "
+            f"{r['pg_statements_per_delivery']} | {r['redis_commands_per_delivery']} |")
+    d = results["drain"][0]
+    add(f"\nDraining (concurrency 64): {d['pg_statements_per_delivery']} Postgres statements and "
+        f"{d['redis_commands_per_delivery']} Redis commands per delivery, emit included.\n")
+    iso = results["isolation"]
+    add("### Isolation (8 healthy webhooks; 10% of events to a webhook that hangs until its 5 s timeout)\n")
+    add("| | healthy deliveries/s |\n| --- | ---: |")
+    add(f"| no bad webhook | {iso['healthy_per_s_without_bad_webhook']:,} |")
+    add(f"| with the hanging webhook | {iso['healthy_per_s_with_bad_webhook']:,} |")
+    add(f"\nThe healthy webhooks kept **{100 * iso['kept']:.0f}%** of their throughput "
+        f"(concurrency {iso['concurrency']}, default per-webhook limit).")
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no plot")
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for webhooks in (1, 8):
+        for workers in (1, 2):
+            pts = [(r["concurrency"], r["deliveries_per_s"]) for r in results["e2e"]
+                   if r["webhooks"] == webhooks and r["workers"] == workers]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    label=f"hookfleet end to end, {webhooks} webhook{'s' if webhooks > 1 else ''}, "
+                          f"{workers} worker{'s' if workers > 1 else ''}")
+    drain = results["drain"]
+    ax.plot([r["concurrency"] for r in drain], [r["deliveries_per_s"] for r in drain], marker="s", linestyle="--",
+            label="hookfleet draining a backlog, 1 worker")
+    for r in results["baseline"]:
+        if not r["fork"]:
+            ax.axhline(r["deliveries_per_s"], color="grey", linestyle=":", linewidth=1)
+            ax.text(260, r["deliveries_per_s"], f" RQ baseline, {r['workers']} workers", va="center", fontsize=8,
+                    color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([16, 64, 256])
+    ax.set_xticklabels(["16", "64", "256"])
+    ax.set_xlabel("concurrency per worker")
+    ax.set_ylabel("deliveries per second")
+    ax.set_title(f"hookfleet vs Frappe's job under RQ ({results['when']})")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def write_report(results, md_path, png_path, have_plot):
+    text = f"""# Performance
+
+Latest run: {results['when']}, on {results['machine']}.
+Command: `{results['command']}` (about half an hour; everything on this one
+machine: receiver, Redis, Postgres, workers and producer share its cores).
+
+Absolute figures move with the machine and its neighbours; the ratios within
+one run are what to compare. Bodies are about 342 bytes and signed; "end to
+end" means emit → worker → receiver 2xx → row Delivered.
+
+{tables(results)}
+"""
+    if have_plot:
+        text += f"\n![deliveries/s against concurrency](./{os.path.basename(png_path)})\n"
+    text += """
+## Where the time goes
+
+See "Findings" below: kept by hand, from profiles, beside these generated
+figures.
+"""
+    findings = os.path.join(os.path.dirname(md_path), "PERFORMANCE-findings.md")
+    if os.path.exists(findings):
+        with open(findings) as f:
+            text += "\n" + f.read()
+    with open(md_path, "w") as f:
+        f.write(text)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", choices=["drain", "e2e", "tick"], default="drain")
-    ap.add_argument("--events", type=int, default=20000)
+    ap.add_argument("--events", type=int, default=50_000, help="events per hookfleet run")
+    ap.add_argument("--baseline-events", type=int, default=10_000)
+    ap.add_argument("--fork-events", type=int, default=300)
+    ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
+    ap.add_argument("--only", choices=["drain", "e2e", "tick"],
+                    help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-report", action="store_true", help="do not rewrite docs/PERFORMANCE.md")
     a = ap.parse_args()
-    if a.scenario == "tick":
-        results = tick_scenario([10_000, 100_000, 1_000_000], [100, 1000])
-        if a.json:
-            print(json.dumps(results))
-        else:
+    workdir = tempfile.mkdtemp(prefix="hookfleet-bench-")
+    bench = Bench(workdir)
+    try:
+        if a.only == "tick":
             print(f"{'rows':>10} {'due':>8} {'batch':>6} {'median ms':>10} {'max ms':>7}")
-            for r in results:
+            for r in tick_scenario(bench):
                 print(f"{r['rows']:>10} {r['due']:>8} {r['batch']:>6} {r['median_ms']:>10} {r['max_ms']:>7}")
-        return
-    r = scenario(a.scenario, a.events, a.webhooks, a.workers, a.concurrency, f"{a.scenario}_{os.getpid()}")
-    if a.json:
-        print(json.dumps(r))
-    else:
-        for k, v in r.items():
-            print(f"{k:>24}  {v}")
+            return
+        if a.only:
+            r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True)
+            print(json.dumps(r, indent=2))
+            return
+        results = run_all(bench, a)
+    finally:
+        bench.close()
+    os.makedirs(os.path.join(ROOT, "bench", "out"), exist_ok=True)
+    out = os.path.join(ROOT, "bench", "out", time.strftime("bench-%Y%m%dT%H%M%S.json"))
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+    print(tables(results))
+    print(f"\n(saved to {out})")
+    if not a.no_report:
+        png = os.path.join(ROOT, "docs", "performance.png")
+        have_plot = plot(results, png)
+        write_report(results, os.path.join(ROOT, "docs", "PERFORMANCE.md"), png, have_plot)
+        print("wrote docs/PERFORMANCE.md" + (" and docs/performance.png" if have_plot else ""))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

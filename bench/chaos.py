@@ -24,8 +24,6 @@ import argparse
 import json
 import os
 import random
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +32,8 @@ import time
 import urllib.request
 from collections import Counter
 
+from services import Postgres, Redis, spare_port, wait_port
+
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/hookfleet/target"))
 BIN = os.path.join(TARGET, "release")
 SECRET = "whsec_" + "Y2hhb3MtcnVuLXNlY3JldC0wMTIzNDU2Nzg5"  # base64 of a fixed test key
@@ -41,84 +41,6 @@ SECRET = "whsec_" + "Y2hhb3MtcnVuLXNlY3JldC0wMTIzNDU2Nzg5"  # base64 of a fixed 
 
 def log(msg):
     print(time.strftime("%H:%M:%S"), msg, flush=True)
-
-
-def spare_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port} after {timeout}s")
-
-
-class Redis:
-    def __init__(self, workdir):
-        self.port = spare_port()
-        self.dir = os.path.join(workdir, "redis")
-        os.makedirs(self.dir)
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(self.port)
-
-    def stop(self):
-        if self.proc:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}"
-
-
-class Postgres:
-    def __init__(self, workdir):
-        self.port = spare_port()
-        bins = sorted(p for p in os.listdir("/usr/lib/postgresql"))
-        self.bin = f"/usr/lib/postgresql/{bins[-1]}/bin"
-        self.base = os.path.join(workdir, "pg")
-        self.data = os.path.join(self.base, "data")
-        os.makedirs(self.base)
-        self.root = os.geteuid() == 0
-        if self.root:
-            shutil.chown(self.base, "postgres", "postgres")
-            os.chmod(workdir, 0o755)
-        self.as_owner([f"{self.bin}/initdb", "-A", "trust", "-U", "postgres", "--no-sync", "-D", self.data])
-
-    def as_owner(self, cmd, check=True):
-        if self.root:
-            cmd = ["runuser", "-u", "postgres", "--"] + cmd
-        return subprocess.run(cmd, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def start(self):
-        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.base} "
-                "-c max_connections=200 -c fsync=off -c synchronous_commit=off")
-        self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-l", os.path.join(self.base, "log"),
-                       "-o", opts, "start"])
-        wait_port(self.port)
-
-    def crash(self):
-        self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-m", "immediate", "stop"], check=False)
-
-    def url(self, db="postgres"):
-        return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
-
-    def query(self, sql, db="hookfleet"):
-        return subprocess.run(["psql", self.url(db), "-Atqc", sql], check=True, capture_output=True,
-                              text=True).stdout.strip()
 
 
 class Fleet:
@@ -255,7 +177,9 @@ def main():
 
     workdir = tempfile.mkdtemp(prefix="hookfleet-chaos-")
     log(f"chaos run: {args.events} events over {args.duration}s, {args.workers} workers; logs in {workdir}")
-    redis, pg = Redis(workdir), Postgres(workdir)
+    # Chaos is about faults, not disk speed: no fsync (an immediate stop still
+    # keeps everything the OS has).
+    redis, pg = Redis(workdir), Postgres(workdir, "-c fsync=off -c synchronous_commit=off")
     redis.start()
     pg.start()
     subprocess.run(["psql", pg.url(), "-qc", "CREATE DATABASE hookfleet"], check=True)
@@ -316,7 +240,7 @@ def report(fleet, pg, args, seconds):
         event_id, status, attempts, error = line.split("|", 3)
         rows[event_id] = (status, int(attempts), error)
     recorded = dict(tuple(l.split("|")) for l in pg.query(
-        "SELECT l.event_id, count(a.id) FROM webhook_request_logs l LEFT JOIN webhook_delivery_attempts a "
+        "SELECT l.event_id, count(a.attempt) FROM webhook_request_logs l LEFT JOIN webhook_delivery_attempts a "
         "ON a.log_id = l.id GROUP BY l.event_id").splitlines())
     received = fleet.receiver_call("/ids")
     ids = fleet.receiver_call("/accepted")

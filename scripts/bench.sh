@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Benchmarks (not part of the test run; loopback only, bounded in time).
+# Benchmarks (not part of the test run; loopback only; bounded in time).
 #
-#   scripts/bench.sh                         # worker draining 20,000 queued deliveries at concurrency 64
-#   scripts/bench.sh --scenario e2e --events 50000 --concurrency 256 --workers 2
+#   scripts/bench.sh                      # everything, ~30 min: prints the tables,
+#                                         # rewrites docs/PERFORMANCE.md and docs/performance.png
+#   scripts/bench.sh --only drain --concurrency 64     # one run: a worker draining 50,000 queued deliveries
+#   scripts/bench.sh --only e2e --webhooks 8 --workers 2 --concurrency 256
+#   scripts/bench.sh --only tick          # sweeper tick time at 10k, 100k and 1M rows
 #
-# Builds in release mode, starts the services if needed and a counting
-# receiver on 127.0.0.1:18090, and prints the figures (see bench/bench.py).
+# Builds in release mode; installs wrk (Debian) and the baseline's Python
+# packages (rq, requests, psycopg, matplotlib) into a virtual environment
+# under ~/.cache/hookfleet; starts its own Postgres and Redis on spare ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
-ensure_services
+ensure_build_deps
+command -v redis-server >/dev/null || apt_install redis-server redis-tools
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql postgresql-contrib
+command -v wrk >/dev/null || apt_install wrk
+venv="$HOME/.cache/hookfleet/bench-venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q -r bench/baseline/requirements.txt matplotlib
 cargo build --release --bins --quiet
-"$CARGO_TARGET_DIR/release/hookfleet-bench-receiver" 127.0.0.1:18090 2>/dev/null &
-receiver=$!
-trap 'kill $receiver 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do curl -sf http://127.0.0.1:18090/stats >/dev/null 2>&1 && break; sleep 0.1; done
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r); $(date -u +%Y-%m-%dT%H:%MZ)"
-python3 bench/bench.py "$@"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r); $(date -u +%Y-%m-%dT%H:%MZ)" >&2
+exec "$venv/bin/python" bench/bench.py "$@"

@@ -438,7 +438,6 @@ pub fn process_identity(role: &str) -> String {
 #[derive(Debug, Clone, Queryable, Selectable, Serialize)]
 #[diesel(table_name = webhook_delivery_attempts, check_for_backend(diesel::pg::Pg))]
 pub struct DeliveryAttempt {
-    pub id: i64,
     pub log_id: i64,
     pub attempt: i32,
     pub started_at: DateTime<Utc>,

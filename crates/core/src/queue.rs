@@ -181,6 +181,39 @@ end
 return out
 ";
 
+/// Moves up to ARGV[1] jobs from the oldest ARGV[2] of a queue (KEYS[1]) to a
+/// processing list (KEYS[2]), oldest first, taking at most the given number
+/// of jobs per webhook (ARGV[4..]: webhook id, capacity, ...) and leaving the
+/// rest in place, in order. If nothing could be taken and ARGV[3] is 1 and the
+/// queue is longer than the window, the skipped jobs are rotated to the back
+/// so jobs beyond the window come within reach. Returns {taken, skipped}.
+const TAKE_FAIR_LUA: &str = r#"
+local want = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local cap = {}
+for i = 4, #ARGV, 2 do cap[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local jobs = redis.call('LRANGE', KEYS[1], -window, -1)
+local taken, skipped = {}, 0
+for i = #jobs, 1, -1 do
+  if #taken >= want then break end
+  local job = jobs[i]
+  local w = string.match(job, '"webhook_id":(%d+)')
+  local c = w and cap[w]
+  if c ~= nil and c <= 0 then
+    skipped = skipped + 1
+  else
+    if c ~= nil then cap[w] = c - 1 end
+    redis.call('LREM', KEYS[1], -1, job)
+    redis.call('LPUSH', KEYS[2], job)
+    taken[#taken + 1] = job
+  end
+end
+if #taken == 0 and skipped > 0 and ARGV[3] == '1' and redis.call('LLEN', KEYS[1]) > window then
+  for i = 1, skipped do redis.call('RPOPLPUSH', KEYS[1], KEYS[1]) end
+end
+return {taken, skipped}
+"#;
+
 /// A row to put on a queue.
 #[derive(Debug, Clone)]
 pub struct Enqueue {
@@ -197,6 +230,7 @@ pub struct RedisQueue {
     pub(crate) keys: Keys,
     enqueue: Script,
     take: Script,
+    take_fair: Script,
 }
 
 impl RedisQueue {
@@ -220,6 +254,7 @@ impl RedisQueue {
             keys: Keys::new(prefix),
             enqueue: Script::new(ENQUEUE_LUA),
             take: Script::new(TAKE_LUA),
+            take_fair: Script::new(TAKE_FAIR_LUA),
         })
     }
 
@@ -294,6 +329,34 @@ impl RedisQueue {
             .arg(max)
             .invoke_async(&mut *conn)
             .await?)
+    }
+
+    /// Like [`RedisQueue::take`], but looking at the oldest `window` jobs and
+    /// taking at most `caps[webhook]` jobs of each webhook listed: jobs of a
+    /// webhook at its limit stay where they are. Returns the jobs taken and
+    /// how many were skipped; with `rotate`, a take that found only skipped
+    /// jobs moves them to the back.
+    pub async fn take_fair(
+        &self,
+        queue: &str,
+        processing: &str,
+        max: usize,
+        window: usize,
+        caps: &[(i64, usize)],
+        rotate: bool,
+    ) -> Result<(Vec<String>, usize), QueueError> {
+        let mut conn = self.conn().await?;
+        let mut invocation = self.take_fair.prepare_invoke();
+        invocation
+            .key(self.keys.queue(queue))
+            .key(processing)
+            .arg(max)
+            .arg(window)
+            .arg(u8::from(rotate));
+        for (webhook, cap) in caps {
+            invocation.arg(webhook).arg(cap);
+        }
+        Ok(invocation.invoke_async(&mut *conn).await?)
     }
 
     /// Waits up to `block` for one job on `queue`, moving it to `processing`,

@@ -62,8 +62,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    webhook_delivery_attempts (id) {
-        id -> Int8,
+    webhook_delivery_attempts (log_id, attempt) {
         log_id -> Int8,
         attempt -> Int4,
         started_at -> Timestamptz,

@@ -5,8 +5,10 @@
 //! `--concurrency`; a slow or hanging receiver holds only its own slots.
 //!
 //! # Layout
-//! - [`fetch`]: take jobs into this worker's processing lists, claim their
-//!   rows in one statement, start the deliveries.
+//! - [`fetch`]: take jobs into this worker's processing lists (no more of a
+//!   webhook's than it has slots for).
+//! - [`start`]: claim the taken jobs' rows in one statement and start the
+//!   deliveries, while the fetch loop takes the next jobs.
 //! - [`record`]: write outcomes in batches, then ack and release keys.
 //! - [`unit`]: a taken job and its verbs (acknowledge, dead-letter, requeue).
 //! - [`stats`]: counters and the periodic summary line.
@@ -23,6 +25,7 @@ pub mod fetch;
 pub mod limits;
 pub mod liveness;
 pub mod record;
+pub mod start;
 pub mod stats;
 pub mod unit;
 
@@ -41,6 +44,7 @@ use hookfleet_core::store::Store;
 use crate::fetch::Fetcher;
 use crate::limits::EndpointLimits;
 use crate::record::Recorder;
+use crate::start::Starter;
 use crate::stats::{Counters, Snapshot, SUMMARY_INTERVAL};
 use crate::unit::Held;
 
@@ -131,15 +135,15 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     let held = Arc::new(Held::default());
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let (tx, rx) = mpsc::unbounded_channel();
-    let recorder = Recorder {
+    let recorder = Arc::new(Recorder {
         store: store.clone(),
         queue: queue.clone(),
         worker_id: config.worker_id.clone(),
         counters: counters.clone(),
         shutdown: config.shutdown.clone(),
         held: held.clone(),
-    };
-    let mut recorder = tokio::spawn(recorder.run(rx));
+    });
+    let recorder = tokio::spawn(recorder.run(rx));
     let summary = tokio::spawn(summarise(counters.clone(), config.shutdown.clone()));
     // Registered before the first pop, so a reaper can always find what this
     // worker holds should it die.
@@ -151,46 +155,37 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     }
     let liveness = tokio::spawn(liveness::run(queue.clone(), config.clone()));
 
-    tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency, "worker started");
-    let http = deliver::http_client(config.policy.clone());
-    let mut fetcher = Fetcher::new(
+    tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency,
+        endpoint_concurrency = config.endpoint_concurrency, "worker started");
+    let starter = Arc::new(Starter {
         store,
-        queue.clone(),
-        config.clone(),
-        slots.clone(),
-        counters.clone(),
-        tx,
-        http,
+        queue: queue.clone(),
+        config: config.clone(),
+        counters: counters.clone(),
         held,
-        Arc::new(EndpointLimits::new(config.endpoint_concurrency)),
-    );
-    fetcher.run().await;
+        limits: Arc::new(EndpointLimits::new(config.endpoint_concurrency)),
+        recorder: tx,
+        http: deliver::http_client(config.policy.clone()),
+    });
+    Fetcher::new(starter, slots.clone()).run().await;
 
-    // Drain: every taken job is started; wait for the deliveries in flight
-    // and for their outcomes to be recorded.
+    // Drain: every job taken holds a slot until its outcome is recorded and
+    // it is acked; when all slots are back, nothing is in flight.
     tracing::info!(
         in_flight = config.concurrency - slots.available_permits(),
         "draining"
     );
-    let mut tasks = std::mem::take(&mut fetcher.tasks);
-    drop(fetcher);
-    let deadline = tokio::time::sleep(config.drain_timeout);
-    tokio::pin!(deadline);
     let stop = tokio::select! {
-        _ = async {
-            while tasks.join_next().await.is_some() {}
-            let _ = (&mut recorder).await;
-        } => Stop::Drained,
-        _ = &mut deadline => Stop::TimedOut,
+        _ = slots.acquire_many(config.concurrency.max(1) as u32) => Stop::Drained,
+        _ = tokio::time::sleep(config.drain_timeout) => Stop::TimedOut,
         _ = config.shutdown.requested(2) => Stop::Forced,
     };
-    tasks.abort_all();
+    recorder.abort();
     match stop {
         Stop::Forced => {
             tracing::warn!("stopped at once; the reaper recovers the jobs still held");
         }
         Stop::Drained | Stop::TimedOut => {
-            recorder.abort();
             if stop == Stop::TimedOut {
                 tracing::warn!(timeout = ?config.drain_timeout, "drain timed out; putting unfinished jobs back");
             }

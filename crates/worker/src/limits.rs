@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use hookfleet_core::store::{webhooks, Store};
 
@@ -35,6 +35,21 @@ struct State {
 pub struct EndpointLimits {
     default: usize,
     state: Mutex<State>,
+    released: Arc<Notify>,
+}
+
+/// One request's slot at its webhook; freeing it wakes a fetcher waiting
+/// for a saturated webhook.
+pub struct EndpointSlot {
+    _permit: OwnedSemaphorePermit,
+    released: Arc<Notify>,
+}
+
+impl Drop for EndpointSlot {
+    fn drop(&mut self) {
+        // One fetcher waits; a permit stored while it is busy wakes its next wait.
+        self.released.notify_one();
+    }
 }
 
 impl EndpointLimits {
@@ -47,6 +62,7 @@ impl EndpointLimits {
                 endpoints: HashMap::new(),
                 checked: None,
             }),
+            released: Arc::new(Notify::new()),
         }
     }
 
@@ -86,13 +102,38 @@ impl EndpointLimits {
     }
 
     /// A slot for `webhook_id`, or None when it is at its limit.
-    pub fn try_take(&self, webhook_id: i64) -> Option<OwnedSemaphorePermit> {
-        self.slots(webhook_id).try_acquire_owned().ok()
+    pub fn try_take(&self, webhook_id: i64) -> Option<EndpointSlot> {
+        let permit = self.slots(webhook_id).try_acquire_owned().ok()?;
+        Some(EndpointSlot {
+            _permit: permit,
+            released: self.released.clone(),
+        })
     }
 
     /// Waits for a slot (for jobs that did not name their webhook).
-    pub async fn take(&self, webhook_id: i64) -> Option<OwnedSemaphorePermit> {
-        self.slots(webhook_id).acquire_owned().await.ok()
+    pub async fn take(&self, webhook_id: i64) -> Option<EndpointSlot> {
+        let permit = self.slots(webhook_id).acquire_owned().await.ok()?;
+        Some(EndpointSlot {
+            _permit: permit,
+            released: self.released.clone(),
+        })
+    }
+
+    /// Webhooks with fewer than `want` free slots, and how many they have:
+    /// a take must not bring in more of their jobs than that.
+    pub fn caps(&self, want: usize) -> Vec<(i64, usize)> {
+        let state = self.state.lock().expect("limits lock");
+        state
+            .endpoints
+            .iter()
+            .map(|(id, e)| (*id, e.slots.available_permits()))
+            .filter(|(_, free)| *free < want)
+            .collect()
+    }
+
+    /// Resolves when any webhook slot is freed.
+    pub async fn released(&self) {
+        self.released.notified().await
     }
 
     fn slots(&self, webhook_id: i64) -> Arc<Semaphore> {

@@ -2,15 +2,16 @@
 //! their jobs and releases their in-flight keys in one Redis round trip, and
 //! only then frees the delivery slots.
 //!
-//! Under load, outcomes pile up while a batch is being written, so the next
-//! write carries them all: the batch size follows the load with no timer.
+//! Under load, outcomes pile up while batches are being written, so the next
+//! write carries them all: the batch size follows the load with no timer, and
+//! a few writes overlap so a commit's wait is not added to every outcome.
 //! When Postgres does not answer, the recorder keeps the jobs (no ack) and
 //! retries with backoff; since the slots stay taken, the worker pops nothing
 //! new until the database answers.
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use hookfleet_core::deliver::Outcome;
 use hookfleet_core::model::DeliveryStatus;
@@ -26,13 +27,15 @@ use hookfleet_core::backoff::Backoff;
 /// few milliseconds, and bounds the work redone if it fails.
 pub const RECORD_BATCH: usize = 256;
 
+/// Outcome batches written at once: while one commits, the next fills, so a
+/// delivery's outcome waits for at most a commit, not a queue of them.
+pub const WRITES_IN_FLIGHT: usize = 2;
+
 /// A finished attempt waiting to be recorded; the permit is its delivery slot.
 pub struct Finished {
     pub outcome: Outcome,
     pub unit: UnitOfWork,
     pub permit: OwnedSemaphorePermit,
-    /// The webhook's slot (see `limits`), freed with the delivery slot.
-    pub endpoint: Option<OwnedSemaphorePermit>,
 }
 
 pub struct Recorder {
@@ -45,10 +48,15 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Runs until every sender is gone and every outcome is recorded (or a
-    /// second shutdown request says stop now).
-    pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Finished>) {
+    /// Runs until every sender is gone, writing up to [`WRITES_IN_FLIGHT`]
+    /// batches at once.
+    pub async fn run(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Finished>) {
+        let writers = Arc::new(Semaphore::new(WRITES_IN_FLIGHT));
         while let Some(first) = rx.recv().await {
+            let Ok(writer) = writers.clone().acquire_owned().await else {
+                return;
+            };
+            // Whatever arrived while waiting for a writer goes in this batch.
             let mut batch = vec![first];
             while batch.len() < RECORD_BATCH {
                 match rx.try_recv() {
@@ -56,10 +64,13 @@ impl Recorder {
                     Err(_) => break,
                 }
             }
-            if !self.write(&batch).await {
-                return;
-            }
-            self.acknowledge(batch).await;
+            let this = self.clone();
+            tokio::spawn(async move {
+                if this.write(&batch).await {
+                    this.acknowledge(batch).await;
+                }
+                drop(writer);
+            });
         }
     }
 

@@ -12,7 +12,7 @@
 //! The hot paths (claim, outcomes) take many rows per statement: one round
 //! trip per batch, not per delivery.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -136,15 +136,17 @@ struct ClaimRow {
     previous_secret: Option<String>,
 }
 
-/// The claim. A row is claimable when it is not terminal, not leased, due
-/// (a Queued row that was never tried is always due), has attempts left, and
-/// its webhook still exists and is enabled. The lease lasts the webhook's
-/// timeout plus a margin; next_retry moves to the lease's end.
+/// The claim. A row is claimable when it is not terminal, not leased, due (a
+/// Queued row always is: its next_retry is only when the sweeper would send
+/// it), has attempts left, and its webhook still exists and is enabled. The
+/// lease lasts the webhook's timeout plus a margin.
+///
+/// The claim touches no indexed column, so Postgres updates the row in place
+/// (a HOT update: no index entries); the sweeper skips leased rows itself.
 const CLAIM_SQL: &str = "
 UPDATE webhook_request_logs l
 SET attempts = l.attempts + 1,
     lease_expires_at = now() + make_interval(secs => w.timeout_ms / 1000.0 + $2),
-    next_retry = now() + make_interval(secs => w.timeout_ms / 1000.0 + $2),
     updated_at = now()
 FROM webhooks w
 WHERE l.id = ANY($1)
@@ -152,7 +154,7 @@ WHERE l.id = ANY($1)
   AND w.enabled
   AND l.status IN ('Queued', 'Failed')
   AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
-  AND ((l.status = 'Queued' AND l.attempts = 0) OR l.next_retry <= now())
+  AND (l.status = 'Queued' OR l.next_retry <= now())
   AND l.attempts < l.max_attempts
 RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
@@ -176,7 +178,7 @@ FROM (SELECT l2.id, w.id AS webhook_exists, w.enabled AS webhook_enabled
 WHERE l.id = s.id
   AND l.status IN ('Queued', 'Failed')
   AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
-  AND ((l.status = 'Queued' AND l.attempts = 0) OR l.next_retry <= now())
+  AND (l.status = 'Queued' OR l.next_retry <= now())
   AND (s.webhook_exists IS NULL OR NOT s.webhook_enabled OR l.attempts >= l.max_attempts)
 RETURNING l.id, l.error";
 
@@ -201,8 +203,11 @@ pub struct ClaimBatch {
     pub claimed: Vec<Claim>,
     /// Made Exhausted without a request, with the reason.
     pub exhausted: Vec<(i64, String)>,
-    /// Terminal, leased by another worker, or not due: a stale duplicate job.
+    /// Terminal, or not due: a stale duplicate job.
     pub stale: Vec<i64>,
+    /// Held by another attempt's lease until the given time (its worker may
+    /// have died: the job can claim the row once the lease ends).
+    pub leased: Vec<(i64, DateTime<Utc>)>,
     /// No such row.
     pub missing: Vec<i64>,
 }
@@ -263,18 +268,28 @@ pub fn claim(
     if rest.is_empty() {
         return Ok(batch);
     }
-    let existing: HashSet<i64> =
-        diesel::sql_query("SELECT id FROM webhook_request_logs WHERE id = ANY($1)")
-            .bind::<Array<BigInt>, _>(&rest)
-            .load::<IdOnly>(conn)?
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
+    #[derive(QueryableByName)]
+    struct Found {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+        #[diesel(sql_type = Nullable<Timestamptz>)]
+        lease: Option<DateTime<Utc>>,
+    }
+    let found: HashMap<i64, Option<DateTime<Utc>>> = diesel::sql_query(
+        "SELECT id, CASE WHEN status IN ('Queued', 'Failed') AND lease_expires_at > now()
+                         THEN lease_expires_at END AS lease
+         FROM webhook_request_logs WHERE id = ANY($1)",
+    )
+    .bind::<Array<BigInt>, _>(&rest)
+    .load::<Found>(conn)?
+    .into_iter()
+    .map(|r| (r.id, r.lease))
+    .collect();
     for id in rest {
-        if existing.contains(&id) {
-            batch.stale.push(id);
-        } else {
-            batch.missing.push(id);
+        match found.get(&id) {
+            Some(Some(until)) => batch.leased.push((id, *until)),
+            Some(None) => batch.stale.push(id),
+            None => batch.missing.push(id),
         }
     }
     Ok(batch)
@@ -373,17 +388,19 @@ pub fn due(
     after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<DueRow>, StoreError> {
+    // A leased row is in flight: it comes due again when its lease ends.
     const SELECT: &str =
         "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
+    const LEASE_FREE: &str = "(l.lease_expires_at IS NULL OR l.lease_expires_at <= now())";
     Ok(match after {
         None => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() ORDER BY l.next_retry, l.id LIMIT $1"
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} ORDER BY l.next_retry, l.id LIMIT $1"
         ))
         .bind::<BigInt, _>(limit)
         .load(conn)?,
         Some((time, id)) => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() AND (l.next_retry, l.id) > ($1, $2)
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND (l.next_retry, l.id) > ($1, $2)
              ORDER BY l.next_retry, l.id LIMIT $3"
         ))
         .bind::<Timestamptz, _>(time)
