@@ -53,7 +53,8 @@ def main():
     worker_class = "rq.worker.Worker" if a.fork else "rq.worker.SimpleWorker"
     env = dict(os.environ, PYTHONPATH=HERE)
     t0 = time.monotonic()
-    procs = [subprocess.Popen(["rq", "worker", "--burst", "--quiet", "--worker-class", worker_class,
+    rq = os.path.join(os.path.dirname(sys.executable), "rq")
+    procs = [subprocess.Popen([rq, "worker", "--burst", "--quiet", "--worker-class", worker_class,
                                "--url", os.environ.get("BASELINE_REDIS_URL", "redis://127.0.0.1:6379/0"), qname],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(a.workers)]
