@@ -541,7 +541,7 @@ def main():
     ap.add_argument("--baseline-events", type=int, default=10_000)
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
-    ap.add_argument("--only", choices=["drain", "e2e", "tick"],
+    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -555,6 +555,9 @@ def main():
             print(f"{'rows':>10} {'due':>8} {'batch':>6} {'median ms':>10} {'max ms':>7}")
             for r in tick_scenario(bench):
                 print(f"{r['rows']:>10} {r['due']:>8} {r['batch']:>6} {r['median_ms']:>10} {r['max_ms']:>7}")
+            return
+        if a.only == "isolation":
+            print(json.dumps(isolation(bench, a.events, a.concurrency), indent=2))
             return
         if a.only:
             r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True)

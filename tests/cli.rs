@@ -5,15 +5,13 @@
 //! secret never comes back out of any of them.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use diesel::RunQueryDsl;
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryLog;
-use hookfleet_testkit::{Receiver, Reply, TestEnv};
+use hookfleet_testkit::{Receiver, Reply, TempFile, TestEnv};
 
 /// How long a test waits for something that normally takes milliseconds
 /// (a worker delivering one row, a process exiting after SIGTERM).
@@ -150,43 +148,6 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 /// Length of the `default` queue in Redis.
 fn default_queue_depth(env: &TestEnv) -> i64 {
     env.llen(&env.queue.keys().queue("default"))
-}
-
-/// A file for one test, removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(env: &TestEnv, name: &str, contents: &str) -> TempFile {
-        let path = std::env::temp_dir().join(format!("{}-{name}", env.db_name));
-        std::fs::write(&path, contents).expect("write temp file");
-        TempFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("utf-8 path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Waits until `pred` holds for the row, or panics after `WAIT`.
-async fn until_row(env: &TestEnv, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row = env.row(id);
-        if pred(&row) {
-            return row;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "row {id} never reached the expected state: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A `hookfleet-worker` process whose log output is captured; killed if the
@@ -755,7 +716,7 @@ async fn the_secret_is_never_printed_logged_or_stored_on_a_delivery() {
     let id = ids_of(&report)[0];
 
     let mut worker = blocking(|| WorkerProcess::start(&env));
-    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    let row = env.until_row(id, |r| r.status == "Delivered").await;
     let (status, log) = blocking(|| worker.stop());
     assert!(
         status.success(),
@@ -909,7 +870,7 @@ fn emit_with_a_doc_file_prints_the_created_rows_as_json() {
     add_quiet_webhook(&env, "erp", "on_submit");
     add_quiet_webhook(&env, "crm", "on_submit");
     let doc = json!({"name": "SO-1", "customer": "ACME", "grand_total": 12.5});
-    let file = TempFile::new(&env, "doc.json", &doc.to_string());
+    let file = TempFile::new(doc.to_string());
     let report = producer(
         &env,
         &[
@@ -979,7 +940,7 @@ fn emit_with_doc_dash_reads_the_document_from_stdin() {
 fn emit_refuses_a_document_that_is_not_a_json_object_and_records_nothing() {
     let env = TestEnv::new();
     add_quiet_webhook(&env, "erp", "on_submit");
-    let array_file = TempFile::new(&env, "array.json", "[1, 2, 3]");
+    let array_file = TempFile::new("[1, 2, 3]");
     let base = [
         "emit",
         "--entity-type",
@@ -1036,7 +997,7 @@ fn emit_batch_emits_the_good_lines_and_reports_each_malformed_line_by_number() {
         r#"{"entity_type": "Sales Order", "event": "on_submit", "name": "B"}"#,
         r#"{"entity_type": "Sales Order", "event": "on_submit", "name": "C", "doc": {"name": "C", "x": 1}}"#,
     ];
-    let file = TempFile::new(&env, "events.ndjson", &(lines.join("\n") + "\n"));
+    let file = TempFile::new(lines.join("\n") + "\n");
 
     let out = producer(&env, &["emit", "--batch", file.path()], None);
     assert_eq!(out.code, Some(1), "malformed lines make exit code 1: {out}");

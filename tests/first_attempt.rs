@@ -18,26 +18,6 @@ fn order(name: &str, total: f64) -> serde_json::Value {
     json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total, "status": "Draft"})
 }
 
-/// Waits until `pred` holds for the row, or panics after `WAIT`.
-async fn until_row(
-    env: &TestEnv,
-    id: i64,
-    pred: impl Fn(&hookfleet_core::model::DeliveryLog) -> bool,
-) -> hookfleet_core::model::DeliveryLog {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row = env.row(id);
-        if pred(&row) {
-            return row;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "row {id} never reached the expected state: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures() {
     let env = TestEnv::new();
@@ -60,7 +40,7 @@ async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures
         .unwrap();
     assert_eq!(report.deliveries.len(), 1);
     let id = report.deliveries[0].id;
-    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    let row = env.until_row(id, |r| r.status == "Delivered").await;
     assert_eq!(row.attempts, 1);
     assert!(row.next_retry.is_none());
     assert_eq!(row.response_code, Some(200));
@@ -121,7 +101,8 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
             .collect::<Vec<_>>(),
         vec!["on"]
     );
-    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
+        .await;
     let paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, vec!["/on"]);
     assert_eq!(env.rows().len(), 1);
@@ -189,7 +170,8 @@ async fn a_form_body_is_exactly_the_selected_fields_url_encoded() {
         .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
         .await
         .unwrap();
-    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
+        .await;
     let got = &rx.requests()[0];
     assert_eq!(got.body, "order=SO-1&customer+name=A%26B+Co&total=12.5");
     assert_eq!(
@@ -222,7 +204,7 @@ async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_reques
         .await
         .unwrap();
     for d in &report.deliveries {
-        until_row(&env, d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == "Delivered").await;
     }
     let by_path = |p: &str| rx.requests().into_iter().find(|r| r.path == p).unwrap();
     assert_eq!(
@@ -284,7 +266,7 @@ async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
         .await
         .unwrap();
     for d in &report.deliveries {
-        until_row(&env, d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == "Delivered").await;
     }
     let mut paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     paths.sort();
@@ -312,7 +294,9 @@ async fn a_500_schedules_a_retry_in_five_minutes() {
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .await;
     assert_eq!(row.attempts, 1);
     assert_eq!(row.response_code, Some(500));
     assert_eq!(row.response_body.as_deref(), Some("boom"));
@@ -347,7 +331,9 @@ async fn max_retries_zero_makes_a_failure_final() {
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .await;
     assert!(row.next_retry.is_none());
     assert_eq!(row.attempts, 1);
     assert!(
@@ -377,7 +363,9 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .await;
     assert!(
         row.error.as_deref().unwrap().contains("timed out"),
         "{:?}",
@@ -411,7 +399,9 @@ async fn a_410_gone_is_final() {
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .await;
     assert!(row.next_retry.is_none());
     assert!(row.error.as_deref().unwrap().contains("410"));
     worker.stop().await;
@@ -551,7 +541,7 @@ async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_s
     assert_eq!(report.deliveries.len(), 2, "one per document");
     assert_eq!(report.superseded, 1);
     for d in &report.deliveries {
-        until_row(&env, d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == "Delivered").await;
     }
     let got = rx.requests();
     assert_eq!(got.len(), 2);
@@ -616,7 +606,8 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
         ))
         .await
         .unwrap();
-    until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
+        .await;
     let stats = worker.stop().await;
     assert_eq!(stats.dead_lettered, 3);
     let dead = env.queue.dead_letters(10).await.unwrap();
@@ -665,7 +656,9 @@ async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
         .unwrap();
     env.set_enabled("orders", false);
     let worker = env.start_worker(2, RetrySchedule::default());
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Exhausted").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .await;
     assert!(
         row.error.as_deref().unwrap().contains("disabled"),
         "{:?}",

@@ -162,3 +162,35 @@ async fn a_lowered_limit_applies_to_a_running_worker() {
     worker.stop().await;
     assert_eq!(rx2.max_in_flight(), 1, "the new limit holds");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_found_slow_keeps_only_the_slow_limit_of_slots() {
+    let env = TestEnv::new();
+    let hanging = Receiver::start().await;
+    hanging.reply_always(Reply::hang());
+    let mut bad = spec("hangs", "Invoice", "on_submit", &hanging.url("/hang"));
+    bad.timeout = Duration::from_secs(2);
+    bad.max_retries = 0;
+    env.add_webhook(&bad);
+    let mut batch = Batch::new();
+    for e in events("Invoice", 40) {
+        batch.push(e);
+    }
+    env.producer().emit_batch(batch).await.unwrap();
+    let worker = env.start_worker_tuned(16, |c| {
+        c.endpoint_concurrency = 8;
+        c.slow_endpoint_concurrency = 2;
+    });
+    // The first wave is not known to be slow yet: up to the limit of 8.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(hanging.in_flight(), 8);
+    // After the first wave times out, the webhook is slow: 2 at a time.
+    let deadline = Instant::now() + Duration::from_secs(7);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    while Instant::now() < deadline {
+        assert!(hanging.in_flight() <= 2, "{} in flight to a slow webhook", hanging.in_flight());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(hanging.count() > 8, "the slow webhook still gets its two slots");
+    worker.stop().await;
+}

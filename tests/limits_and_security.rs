@@ -7,9 +7,7 @@
 //! enforced, not only if it is enforced with the wrong message.
 
 use std::net::{IpAddr, TcpListener, ToSocketAddrs};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +25,7 @@ use hookfleet_core::validate::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
 use hookfleet_producer::ingest::{MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
 use hookfleet_producer::{EmitError, Event, Producer, ProducerConfig};
-use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+use hookfleet_testkit::{spec, Receiver, Reply, TempFile, TestEnv};
 
 /// How long a test waits for something that normally takes milliseconds
 /// (a worker delivering one row, a process exiting after SIGTERM).
@@ -171,49 +169,6 @@ fn event_json(name: &str, pad: String) -> Value {
         "name": name,
         "doc": {"name": name, "pad": pad},
     })
-}
-
-static NEXT_FILE: AtomicUsize = AtomicUsize::new(0);
-
-/// A file for one test, removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(contents: impl AsRef<[u8]>) -> TempFile {
-        let path = std::env::temp_dir().join(format!(
-            "hookfleet-limits-{}-{}",
-            std::process::id(),
-            NEXT_FILE.fetch_add(1, Ordering::SeqCst)
-        ));
-        std::fs::write(&path, contents).expect("write temp file");
-        TempFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("utf-8 path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Waits until `pred` holds for the row, or panics after `WAIT`.
-async fn until_row(env: &TestEnv, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row = env.row(id);
-        if pred(&row) {
-            return row;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "row {id} never reached the expected state: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A child process of the fleet. Dropping it (a passing test or a failing
@@ -449,7 +404,7 @@ async fn a_body_over_one_mebibyte_is_exhausted_without_a_request_and_one_at_the_
 
     let worker = env.start_worker(4, RetrySchedule::default());
     for &id in &at_limit {
-        until_row(&env, id, |r| r.status == "Delivered").await;
+        env.until_row(id, |r| r.status == "Delivered").await;
     }
     worker.stop().await;
     let got = rx.requests();
@@ -924,7 +879,9 @@ async fn stored_answer(answer: &str) -> DeliveryLog {
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .await;
     worker.stop().await;
     assert_eq!(row.response_code, Some(500));
     assert_eq!(rx.count(), 1);
@@ -1056,7 +1013,7 @@ async fn the_same_event_id_emitted_twice_makes_one_row_per_webhook_and_one_reque
 
     let worker = env.start_worker(2, RetrySchedule::default());
     for id in first_ids {
-        until_row(&env, id, |r| r.status == "Delivered").await;
+        env.until_row(id, |r| r.status == "Delivered").await;
     }
     worker.stop().await;
     let mut paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
@@ -1226,7 +1183,8 @@ async fn worker_concurrency_of_1_and_10000_are_accepted_and_deliver() {
         let mut cmd = env.command("hookfleet-worker");
         cmd.args(["--concurrency", value]);
         let mut worker = Process::spawn(cmd, "hookfleet-worker");
-        until_row(&env, report.deliveries[0].id, |r| r.status == "Delivered").await;
+        env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
+            .await;
         let status = blocking(|| worker.stop());
         assert!(status.success(), "--concurrency {value}: exit {status:?}");
     }
@@ -1296,7 +1254,9 @@ async fn a_redirect_is_a_failure_and_its_target_hears_nothing() {
         ))
         .await
         .unwrap();
-    let row = until_row(&env, report.deliveries[0].id, |r| r.status == "Failed").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .await;
     assert_eq!(row.response_code, Some(302));
     assert!(
         row.error.as_deref().unwrap_or("").contains("HTTP 302"),
@@ -1349,7 +1309,9 @@ async fn assert_refused_at_send_time(env: &TestEnv, rx: &Receiver, url: &str, sa
     let mut cmd = env.command("hookfleet-worker");
     cmd.env("HOOKFLEET_ALLOWED_NETWORKS", "");
     let mut worker = Process::spawn(cmd, "hookfleet-worker");
-    let row = until_row(env, report.deliveries[0].id, |r| r.status != "Queued").await;
+    let row = env
+        .until_row(report.deliveries[0].id, |r| r.status != "Queued")
+        .await;
     blocking(|| worker.stop());
     assert_eq!(row.status, "Failed", "{url}: {row:?}");
     assert_eq!(row.response_code, None, "{url}: an answer was recorded");

@@ -22,21 +22,6 @@ fn order(name: &str, total: f64) -> serde_json::Value {
     json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total})
 }
 
-async fn until_row(env: &TestEnv, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row = env.row(id);
-        if pred(&row) {
-            return row;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "row {id} never reached the expected state: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the row's attempt is recorded and its in-flight key released
 /// (the worker acks just after writing the outcome), so a tick can take it.
 async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
@@ -107,7 +92,7 @@ async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signa
     env.set_due_in(id, -1.0);
     let tick = env.sweeper(100, KEY_TTL).tick().await.unwrap();
     assert_eq!(tick.enqueued, 1);
-    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    let row = env.until_row(id, |r| r.status == "Delivered").await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
 
@@ -143,7 +128,7 @@ async fn max_retries_one_is_exhausted_after_two_attempts() {
     until_idle(&env, id).await;
     env.set_due_in(id, -1.0);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = until_row(&env, id, |r| r.status == "Exhausted").await;
+    let row = env.until_row(id, |r| r.status == "Exhausted").await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
     assert!(
@@ -168,10 +153,9 @@ async fn max_retries_two_is_still_failed_after_two_attempts() {
     until_idle(&env, id).await;
     env.set_due_in(id, -1.0);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = until_row(&env, id, |r| {
-        r.attempts == 2 && r.lease_expires_at.is_none()
-    })
-    .await;
+    let row = env
+        .until_row(id, |r| r.attempts == 2 && r.lease_expires_at.is_none())
+        .await;
     assert_eq!(row.status, "Failed");
     assert!(row.next_retry.is_some());
     worker.stop().await;
@@ -194,7 +178,7 @@ async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_a
         env.set_due_in(id, -1.0);
         assert_eq!(sweeper.tick().await.unwrap().enqueued, 1);
     }
-    let last = until_row(&env, id, |r| r.status == "Exhausted").await;
+    let last = env.until_row(id, |r| r.status == "Exhausted").await;
     assert_eq!(last.attempts, 4);
     let expected = [300, 1800, 7200];
     for (got, want) in delays.iter().zip(expected) {
@@ -237,7 +221,7 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
         .unwrap();
     env.set_due_in(id, -1.0);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    until_row(&env, id, |r| r.status == "Delivered").await;
+    env.until_row(id, |r| r.status == "Delivered").await;
     let bodies: Vec<f64> = rx
         .requests()
         .iter()
@@ -288,7 +272,7 @@ async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_
     env.set_enabled("orders", false);
     env.set_due_in(id, -1.0);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = until_row(&env, id, |r| r.status == "Exhausted").await;
+    let row = env.until_row(id, |r| r.status == "Exhausted").await;
     assert!(row.error.as_deref().unwrap().contains("disabled"));
     assert_eq!(row.attempts, 1);
     assert_eq!(rx.count(), 1);
@@ -305,7 +289,7 @@ async fn a_stale_duplicate_job_is_dropped_without_a_request() {
     let failed = emit_one(&env, "SO-1").await;
     let delivered = emit_one(&env, "SO-2").await;
     until_idle(&env, failed).await;
-    until_row(&env, delivered, |r| r.status == "Delivered").await;
+    env.until_row(delivered, |r| r.status == "Delivered").await;
     let before = rx.count();
     // Jobs for a row not due yet and for a terminal row.
     {
@@ -421,7 +405,7 @@ async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplic
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for id in ids {
-        until_row(&env, id, |r| r.status == "Delivered").await;
+        env.until_row(id, |r| r.status == "Delivered").await;
     }
     assert_eq!(rx.count(), 6);
     worker.stop().await;
@@ -567,7 +551,7 @@ async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_del
     assert_eq!(row.status, "Failed");
     assert_eq!(row.max_attempts, 2);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = until_row(&env, id, |r| r.status == "Delivered").await;
+    let row = env.until_row(id, |r| r.status == "Delivered").await;
     assert_eq!(row.attempts, 2);
 
     let refused = env
@@ -629,7 +613,7 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     assert_eq!(touched.len(), 5);
     assert_eq!(env.sweeper(100, KEY_TTL).tick().await.unwrap().enqueued, 5);
     for t in &touched {
-        until_row(&env, t.id, |r| r.status == "Delivered").await;
+        env.until_row(t.id, |r| r.status == "Delivered").await;
     }
     let rows = env.rows();
     assert_eq!(

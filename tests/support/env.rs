@@ -9,9 +9,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double};
 
-use hookfleet_core::model::{
-    DeliveryAttempt, DeliveryLog, Method, Structure, Webhook, WebhookRow, WebhookSpec,
-};
+use hookfleet_core::model::{DeliveryAttempt, DeliveryLog, Webhook, WebhookRow, WebhookSpec};
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::schedule::RetrySchedule;
@@ -22,6 +20,10 @@ use hookfleet_producer::{Producer, ProducerConfig};
 use hookfleet_sweeper::Sweeper;
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// How long a test waits for a row to reach a state: generous, because
+/// tests share two cores; a healthy run takes a fraction of it.
+pub const UNTIL_ROW_WAIT: Duration = Duration::from_secs(30);
 
 /// The networks tests may reach: loopback, where the receivers listen.
 pub const TEST_NETWORKS: &str = "127.0.0.0/8";
@@ -145,6 +147,23 @@ impl TestEnv {
                     .load(c)?)
             })
             .expect("rows")
+    }
+
+    /// Waits until `pred` holds for row `id`; panics with the row after
+    /// [`UNTIL_ROW_WAIT`].
+    pub async fn until_row(&self, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
+        let deadline = tokio::time::Instant::now() + UNTIL_ROW_WAIT;
+        loop {
+            let row = self.row(id);
+            if pred(&row) {
+                return row;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "row {id} never reached the expected state: {row:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub fn attempts(&self, id: i64) -> Vec<DeliveryAttempt> {
@@ -321,6 +340,7 @@ impl TestEnv {
             queues: queues.iter().map(|q| q.to_string()).collect(),
             concurrency,
             endpoint_concurrency: concurrency,
+            slow_endpoint_concurrency: concurrency,
             fetch_batch: hookfleet_worker::DEFAULT_FETCH_BATCH.min(concurrency),
             schedule,
             policy: self.policy.clone(),
@@ -392,25 +412,7 @@ impl Drop for TestEnv {
 /// A webhook definition with defaults (json body of the whole document,
 /// POST, 5 s timeout, 3 retries, queue `default`).
 pub fn spec(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpec {
-    WebhookSpec {
-        name: name.into(),
-        entity_type: entity_type.into(),
-        event: event.into(),
-        request_url: url.into(),
-        dynamic_url: false,
-        method: Method::Post,
-        structure: Structure::Json,
-        body_template: None,
-        fields: Vec::new(),
-        headers: Vec::new(),
-        condition: None,
-        enabled: true,
-        secret: None,
-        timeout: Duration::from_secs(5),
-        queue: "default".into(),
-        max_retries: 3,
-        max_concurrency: None,
-    }
+    WebhookSpec::new(name, entity_type, event, url)
 }
 
 /// Where cargo put the fleet's binaries (beside this test's deps directory).
@@ -436,4 +438,31 @@ fn uuid_like() -> String {
             .as_nanos(),
     );
     format!("{:016x}", h.finish())
+}
+
+/// A file for one test, removed when dropped.
+pub struct TempFile(PathBuf);
+
+static NEXT_FILE: AtomicUsize = AtomicUsize::new(0);
+
+impl TempFile {
+    pub fn new(contents: impl AsRef<[u8]>) -> TempFile {
+        let path = std::env::temp_dir().join(format!(
+            "hookfleet-test-{}-{}",
+            std::process::id(),
+            NEXT_FILE.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::write(&path, contents).expect("write temp file");
+        TempFile(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -19,6 +19,6 @@ pub mod env;
 pub mod instances;
 pub mod receiver;
 
-pub use env::{spec, TestEnv, WorkerHandle};
+pub use env::{spec, TempFile, TestEnv, WorkerHandle};
 pub use instances::{LocalPostgres, LocalRedis};
 pub use receiver::{Received, Receiver, Reply};

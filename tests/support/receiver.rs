@@ -284,6 +284,11 @@ impl Receiver {
         self.shared.requests.lock().expect("lock").len()
     }
 
+    /// Requests in flight right now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::SeqCst)
+    }
+
     /// The most requests that were in flight at once.
     pub fn max_in_flight(&self) -> usize {
         self.shared.max_in_flight.load(Ordering::SeqCst)

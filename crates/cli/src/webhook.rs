@@ -2,8 +2,6 @@
 //! Every definition is validated before anything is written; the secret is
 //! write-only (list and show say whether signing is on, never the secret).
 
-use std::time::Duration;
-
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -336,8 +334,6 @@ fn print_one(w: &Webhook) {
     show("updated_at", &v["updated_at"]);
 }
 
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-
 pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
     match command {
         WebhookCommand::Add {
@@ -353,25 +349,8 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 )
                 .into());
             };
-            let mut spec = WebhookSpec {
-                name,
-                entity_type: entity_type.clone(),
-                event: event.clone(),
-                request_url: url.clone(),
-                dynamic_url: false,
-                method: Method::Post,
-                structure: Structure::Json,
-                body_template: None,
-                fields: Vec::new(),
-                headers: Vec::new(),
-                condition: None,
-                enabled: !disabled,
-                secret: None,
-                timeout: DEFAULT_TIMEOUT,
-                queue: "default".into(),
-                max_retries: 3,
-                max_concurrency: None,
-            };
+            let mut spec = WebhookSpec::new(&name, entity_type, event, url);
+            spec.enabled = !disabled;
             fields.apply(&mut spec)?;
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
             let w = store.run_sync(|c| webhooks::insert(c, &WebhookRow::from(&spec)))?;

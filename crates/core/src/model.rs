@@ -275,6 +275,45 @@ impl Webhook {
     }
 }
 
+impl Webhook {
+    /// The webhook `spec` would be once stored (no id, no secret): what its
+    /// templates are tried on before it is.
+    pub fn preview(spec: &WebhookSpec) -> Webhook {
+        let row = WebhookRow::from(spec);
+        let now = Utc::now();
+        Webhook {
+            id: 0,
+            name: row.name,
+            entity_type: row.entity_type,
+            event: row.event,
+            request_url: row.request_url,
+            dynamic_url: row.dynamic_url,
+            request_method: row.request_method,
+            request_structure: row.request_structure,
+            body_template: row.body_template,
+            fields: row.fields,
+            headers: row.headers,
+            condition: row.condition,
+            enabled: row.enabled,
+            secret: None,
+            previous_secret: None,
+            previous_secret_expires_at: None,
+            timeout_ms: row.timeout_ms,
+            queue: row.queue,
+            max_retries: row.max_retries,
+            max_concurrency: row.max_concurrency,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// The timeout a webhook gets unless it says otherwise (Frappe's default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Retries after the first attempt unless a webhook says otherwise.
+pub const DEFAULT_MAX_RETRIES: i32 = 3;
+
 /// A webhook definition as typed by an operator, before it is validated and
 /// stored (see `validate`).
 #[derive(Debug, Clone)]
@@ -296,6 +335,33 @@ pub struct WebhookSpec {
     pub queue: String,
     pub max_retries: i32,
     pub max_concurrency: Option<i32>,
+}
+
+impl WebhookSpec {
+    /// A definition with the defaults: POST, a JSON body of the whole
+    /// document, no condition, unsigned, enabled, 5 s timeout, queue
+    /// `default`, 3 retries, the worker's default concurrency.
+    pub fn new(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpec {
+        WebhookSpec {
+            name: name.into(),
+            entity_type: entity_type.into(),
+            event: event.into(),
+            request_url: url.into(),
+            dynamic_url: false,
+            method: Method::Post,
+            structure: Structure::Json,
+            body_template: None,
+            fields: Vec::new(),
+            headers: Vec::new(),
+            condition: None,
+            enabled: true,
+            secret: None,
+            timeout: DEFAULT_TIMEOUT,
+            queue: "default".into(),
+            max_retries: DEFAULT_MAX_RETRIES,
+            max_concurrency: None,
+        }
+    }
 }
 
 /// Column values for inserting or updating a webhook.

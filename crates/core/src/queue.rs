@@ -183,24 +183,27 @@ return out
 
 /// Moves up to ARGV[1] jobs from the oldest ARGV[2] of a queue (KEYS[1]) to a
 /// processing list (KEYS[2]), oldest first, taking at most the given number
-/// of jobs per webhook (ARGV[4..]: webhook id, capacity, ...) and leaving the
-/// rest in place, in order. If nothing could be taken and ARGV[3] is 1 and the
-/// queue is longer than the window, the skipped jobs are rotated to the back
-/// so jobs beyond the window come within reach. Returns {taken, skipped}.
+/// of jobs per webhook (ARGV[4..]: webhook id, capacity, ...). The jobs of
+/// webhooks at their limit that it passed over go to the back of the queue,
+/// in order, so they never pile up at its front and block the others. If it
+/// took nothing, it leaves them in place (they are all there is within
+/// reach) unless ARGV[3] is 1 and the queue is longer than the window: then
+/// they go to the back too, bringing jobs beyond the window within reach.
+/// Returns {taken, skipped}.
 const TAKE_FAIR_LUA: &str = r#"
 local want = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local cap = {}
 for i = 4, #ARGV, 2 do cap[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local jobs = redis.call('LRANGE', KEYS[1], -window, -1)
-local taken, skipped = {}, 0
+local taken, passed = {}, {}
 for i = #jobs, 1, -1 do
   if #taken >= want then break end
   local job = jobs[i]
   local w = string.match(job, '"webhook_id":(%d+)')
   local c = w and cap[w]
   if c ~= nil and c <= 0 then
-    skipped = skipped + 1
+    passed[#passed + 1] = job
   else
     if c ~= nil then cap[w] = c - 1 end
     redis.call('LREM', KEYS[1], -1, job)
@@ -208,10 +211,13 @@ for i = #jobs, 1, -1 do
     taken[#taken + 1] = job
   end
 end
-if #taken == 0 and skipped > 0 and ARGV[3] == '1' and redis.call('LLEN', KEYS[1]) > window then
-  for i = 1, skipped do redis.call('RPOPLPUSH', KEYS[1], KEYS[1]) end
+if #passed > 0 and (#taken > 0 or (ARGV[3] == '1' and redis.call('LLEN', KEYS[1]) > window)) then
+  for _, job in ipairs(passed) do
+    redis.call('LREM', KEYS[1], -1, job)
+    redis.call('LPUSH', KEYS[1], job)
+  end
 end
-return {taken, skipped}
+return {taken, #passed}
 "#;
 
 /// A row to put on a queue.

@@ -415,29 +415,13 @@ fn check_templates_within(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Method, WebhookSpec};
+    use crate::model::WebhookSpec;
 
     fn hook(url: &str, dynamic: bool, template: Option<&str>) -> Arc<Webhook> {
-        let spec = WebhookSpec {
-            name: "t".into(),
-            entity_type: "Sales Order".into(),
-            event: "on_submit".into(),
-            request_url: url.into(),
-            dynamic_url: dynamic,
-            method: Method::Post,
-            structure: Structure::Json,
-            body_template: template.map(str::to_string),
-            fields: vec![],
-            headers: vec![],
-            condition: None,
-            enabled: true,
-            secret: None,
-            timeout: std::time::Duration::from_secs(5),
-            queue: "default".into(),
-            max_retries: 3,
-            max_concurrency: None,
-        };
-        Arc::new(crate::validate::preview(&spec))
+        let mut spec = WebhookSpec::new("t", "Sales Order", "on_submit", url);
+        spec.dynamic_url = dynamic;
+        spec.body_template = template.map(str::to_string);
+        Arc::new(Webhook::preview(&spec))
     }
 
     #[test]

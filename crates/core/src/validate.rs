@@ -6,11 +6,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use serde_json::Value;
 
 use crate::error::ValidationError;
-use crate::model::{Structure, Webhook, WebhookRow, WebhookSpec};
+use crate::model::{Structure, Webhook, WebhookSpec};
 use crate::render::{check_templates, check_url};
 use crate::sign::{
     check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
@@ -75,36 +74,6 @@ fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
         ));
     }
     Ok(())
-}
-
-/// A webhook as it would be stored, for rendering checks.
-pub(crate) fn preview(spec: &WebhookSpec) -> Webhook {
-    let row = WebhookRow::from(spec);
-    let now = Utc::now();
-    Webhook {
-        id: 0,
-        name: row.name,
-        entity_type: row.entity_type,
-        event: row.event,
-        request_url: row.request_url,
-        dynamic_url: row.dynamic_url,
-        request_method: row.request_method,
-        request_structure: row.request_structure,
-        body_template: row.body_template,
-        fields: row.fields,
-        headers: row.headers,
-        condition: row.condition,
-        enabled: row.enabled,
-        secret: None,
-        previous_secret: None,
-        previous_secret_expires_at: None,
-        timeout_ms: row.timeout_ms,
-        queue: row.queue,
-        max_retries: row.max_retries,
-        max_concurrency: row.max_concurrency,
-        created_at: now,
-        updated_at: now,
-    }
 }
 
 /// Validates `spec`; `sample` is the document its templates are tried on.
@@ -222,6 +191,6 @@ pub fn validate(
         return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));
     }
 
-    check_templates(Arc::new(preview(spec)), sample, policy)
+    check_templates(Arc::new(Webhook::preview(spec)), sample, policy)
         .map_err(|e| ValidationError(e.to_string()))
 }

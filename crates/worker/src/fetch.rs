@@ -27,6 +27,14 @@ use crate::unit::UnitOfWork;
 /// them, without disturbing the waiting ones' order.
 pub const FAIR_WINDOW: usize = 256;
 
+/// The window for a take of `want` jobs: four times what it may take (a few
+/// saturated webhooks' jobs are looked past; reading more costs Redis time
+/// on every take when one webhook's jobs fill the queue), at most
+/// [`FAIR_WINDOW`].
+fn fair_window(want: usize) -> usize {
+    (4 * want).clamp(16, FAIR_WINDOW)
+}
+
 /// Longest wait for a webhook slot when every job within reach is for a
 /// webhook at its limit (a slot freeing up ends the wait sooner).
 pub const SATURATED_WAIT: Duration = Duration::from_millis(50);
@@ -251,7 +259,7 @@ impl Fetcher {
                 let (taken, n) = self
                     .starter
                     .queue
-                    .take_fair(q, &processing, want, FAIR_WINDOW, &caps, rotate)
+                    .take_fair(q, &processing, want, fair_window(want), &caps, rotate)
                     .await?;
                 skipped += n;
                 taken

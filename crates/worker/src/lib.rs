@@ -65,10 +65,16 @@ pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
 
 /// The default per-webhook limit: a quarter of the worker's slots, so a
-/// webhook that hangs until its timeout can take at most a quarter of them
-/// and the others keep three quarters.
+/// webhook that starts hanging takes at most a quarter of them before it is
+/// found slow.
 pub fn default_endpoint_concurrency(concurrency: usize) -> usize {
     concurrency.div_ceil(4).max(1)
+}
+
+/// The default limit for a slow webhook: a sixteenth of the worker's slots,
+/// so one that hangs until its timeout costs the others little.
+pub fn default_slow_endpoint_concurrency(concurrency: usize) -> usize {
+    concurrency.div_ceil(16).max(1)
 }
 
 /// What a worker needs to know.
@@ -80,6 +86,8 @@ pub struct WorkerConfig {
     /// Most requests in flight to one webhook, unless the webhook sets its
     /// own `max_concurrency`.
     pub endpoint_concurrency: usize,
+    /// Most requests in flight to a slow webhook (see `limits`).
+    pub slow_endpoint_concurrency: usize,
     pub fetch_batch: usize,
     pub schedule: RetrySchedule,
     pub policy: Arc<NetworkPolicy>,
@@ -163,7 +171,10 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         config: config.clone(),
         counters: counters.clone(),
         held,
-        limits: Arc::new(EndpointLimits::new(config.endpoint_concurrency)),
+        limits: Arc::new(EndpointLimits::new(
+            config.endpoint_concurrency,
+            config.slow_endpoint_concurrency,
+        )),
         recorder: tx,
         http: deliver::http_client(config.policy.clone()),
     });

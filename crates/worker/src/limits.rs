@@ -1,18 +1,26 @@
-//! Per-webhook concurrency limits: at most N requests in flight to one
-//! webhook from this worker (the webhook's `max_concurrency`, else
-//! `--endpoint-concurrency`). A webhook that hangs until its timeout holds
-//! only its own slots; its other jobs go to the back of the queue instead of
-//! taking slots from everybody else.
+//! Per-webhook concurrency limits. Two rules, both hard:
+//!
+//! - at most `limit` requests in flight to one webhook from this worker (the
+//!   webhook's `max_concurrency`, else `--endpoint-concurrency`);
+//! - a **slow** webhook (a request in flight for longer than [`SLOW_AFTER`],
+//!   or its last request took that long) gets at most `slow_limit` (the
+//!   smaller of its limit and `--slow-endpoint-concurrency`) until one of its
+//!   requests answers quickly again.
+//!
+//! So a webhook that hangs until its timeout holds a handful of slots, not a
+//! quarter of them, while a fast webhook may use its whole limit. Jobs of a
+//! webhook at its limit stay on the queue (see `fetch`); they never take a
+//! slot from anybody else.
 //!
 //! Limits are read from Postgres and re-read when the webhooks' config
 //! version changes (checked at most every [`REFRESH_EVERY`]). A lowered
-//! limit takes effect as the requests above it finish, never by exceeding it.
+//! limit applies to the next request: those above it finish, none is added.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 use hookfleet_core::store::{webhooks, Store};
 
@@ -20,9 +28,27 @@ use hookfleet_core::store::{webhooks, Store};
 /// effect within a second, for one tiny query a second.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
+/// A request in flight this long marks its webhook slow. Receivers that work
+/// answer in milliseconds; one that takes a second is in trouble, and waiting
+/// for its timeout (up to 60 s) to find out would let it take many slots.
+pub const SLOW_AFTER: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
 struct Endpoint {
-    limit: usize,
-    slots: Arc<Semaphore>,
+    /// Start of each request in flight, by slot number.
+    in_flight: HashMap<u64, Instant>,
+    /// The last request to finish took [`SLOW_AFTER`] or longer.
+    slow: bool,
+}
+
+impl Endpoint {
+    fn is_slow(&self, now: Instant) -> bool {
+        self.slow
+            || self
+                .in_flight
+                .values()
+                .any(|t| now.duration_since(*t) >= SLOW_AFTER)
+    }
 }
 
 struct State {
@@ -30,44 +56,59 @@ struct State {
     configured: HashMap<i64, usize>,
     endpoints: HashMap<i64, Endpoint>,
     checked: Option<Instant>,
+    next_slot: u64,
 }
 
 pub struct EndpointLimits {
     default: usize,
-    state: Mutex<State>,
+    slow_limit: usize,
+    state: Arc<Mutex<State>>,
     released: Arc<Notify>,
 }
 
-/// One request's slot at its webhook; freeing it wakes a fetcher waiting
-/// for a saturated webhook.
+/// One request's slot at its webhook. Dropping it frees the slot, notes
+/// whether the request was slow, and wakes a fetcher waiting for a slot.
 pub struct EndpointSlot {
-    _permit: OwnedSemaphorePermit,
+    webhook: i64,
+    slot: u64,
+    state: Arc<Mutex<State>>,
     released: Arc<Notify>,
 }
 
 impl Drop for EndpointSlot {
     fn drop(&mut self) {
+        if let Ok(mut state) = self.state.lock() {
+            if let Some(e) = state.endpoints.get_mut(&self.webhook) {
+                if let Some(started) = e.in_flight.remove(&self.slot) {
+                    e.slow = started.elapsed() >= SLOW_AFTER;
+                }
+            }
+        }
         // One fetcher waits; a permit stored while it is busy wakes its next wait.
         self.released.notify_one();
     }
 }
 
 impl EndpointLimits {
-    pub fn new(default: usize) -> EndpointLimits {
+    /// `default`: requests in flight per webhook unless it sets its own;
+    /// `slow_limit`: requests in flight to a slow webhook.
+    pub fn new(default: usize, slow_limit: usize) -> EndpointLimits {
         EndpointLimits {
             default: default.max(1),
-            state: Mutex::new(State {
+            slow_limit: slow_limit.max(1),
+            state: Arc::new(Mutex::new(State {
                 version: -1,
                 configured: HashMap::new(),
                 endpoints: HashMap::new(),
                 checked: None,
-            }),
+                next_slot: 0,
+            })),
             released: Arc::new(Notify::new()),
         }
     }
 
-    /// Re-reads the limits if the webhooks changed; errors are left for the
-    /// next call (the limits in hand stay in force).
+    /// Re-reads the limits if the webhooks changed; on an error the limits in
+    /// hand stay in force until the next call.
     pub async fn refresh(&self, store: &Store) {
         {
             let state = self.state.lock().expect("limits lock");
@@ -75,9 +116,8 @@ impl EndpointLimits {
                 return;
             }
         }
-        let version = match store.run(webhooks::config_version).await {
-            Ok(v) => v,
-            Err(_) => return,
+        let Ok(version) = store.run(webhooks::config_version).await else {
+            return;
         };
         if version == self.state.lock().expect("limits lock").version {
             self.state.lock().expect("limits lock").checked = Some(Instant::now());
@@ -93,40 +133,71 @@ impl EndpointLimits {
             .into_iter()
             .filter_map(|(id, n)| n.map(|n| (id, n.max(1) as usize)))
             .collect();
-        let default = self.default;
-        let configured = state.configured.clone();
-        for (id, endpoint) in state.endpoints.iter_mut() {
-            let want = configured.get(id).copied().unwrap_or(default);
-            resize(endpoint, want);
+    }
+
+    /// How many more requests `webhook` may start now.
+    fn free(&self, state: &State, webhook: i64, now: Instant) -> usize {
+        let limit = state
+            .configured
+            .get(&webhook)
+            .copied()
+            .unwrap_or(self.default);
+        match state.endpoints.get(&webhook) {
+            None => limit,
+            Some(e) => {
+                let cap = if e.is_slow(now) {
+                    limit.min(self.slow_limit)
+                } else {
+                    limit
+                };
+                cap.saturating_sub(e.in_flight.len())
+            }
         }
     }
 
-    /// A slot for `webhook_id`, or None when it is at its limit.
-    pub fn try_take(&self, webhook_id: i64) -> Option<EndpointSlot> {
-        let permit = self.slots(webhook_id).try_acquire_owned().ok()?;
+    /// A slot for `webhook`, or None when it is at its limit.
+    pub fn try_take(&self, webhook: i64) -> Option<EndpointSlot> {
+        let mut state = self.state.lock().expect("limits lock");
+        let now = Instant::now();
+        if self.free(&state, webhook, now) == 0 {
+            return None;
+        }
+        let slot = state.next_slot;
+        state.next_slot += 1;
+        state
+            .endpoints
+            .entry(webhook)
+            .or_default()
+            .in_flight
+            .insert(slot, now);
         Some(EndpointSlot {
-            _permit: permit,
+            webhook,
+            slot,
+            state: self.state.clone(),
             released: self.released.clone(),
         })
     }
 
     /// Waits for a slot (for jobs that did not name their webhook).
-    pub async fn take(&self, webhook_id: i64) -> Option<EndpointSlot> {
-        let permit = self.slots(webhook_id).acquire_owned().await.ok()?;
-        Some(EndpointSlot {
-            _permit: permit,
-            released: self.released.clone(),
-        })
+    pub async fn take(&self, webhook: i64) -> EndpointSlot {
+        loop {
+            if let Some(slot) = self.try_take(webhook) {
+                return slot;
+            }
+            // A slow webhook may free no slot for a while: look again now and then.
+            let _ = tokio::time::timeout(SLOW_AFTER, self.released()).await;
+        }
     }
 
-    /// Webhooks with fewer than `want` free slots, and how many they have:
-    /// a take must not bring in more of their jobs than that.
+    /// Webhooks that may start fewer than `want` requests now, and how many
+    /// they may: a take must not bring in more of their jobs than that.
     pub fn caps(&self, want: usize) -> Vec<(i64, usize)> {
         let state = self.state.lock().expect("limits lock");
+        let now = Instant::now();
         state
             .endpoints
-            .iter()
-            .map(|(id, e)| (*id, e.slots.available_permits()))
+            .keys()
+            .map(|id| (*id, self.free(&state, *id, now)))
             .filter(|(_, free)| *free < want)
             .collect()
     }
@@ -136,40 +207,14 @@ impl EndpointLimits {
         self.released.notified().await
     }
 
-    fn slots(&self, webhook_id: i64) -> Arc<Semaphore> {
-        let mut state = self.state.lock().expect("limits lock");
-        let limit = state
+    #[cfg(test)]
+    fn set_limit(&self, webhook: i64, limit: usize) {
+        self.state
+            .lock()
+            .expect("limits lock")
             .configured
-            .get(&webhook_id)
-            .copied()
-            .unwrap_or(self.default);
-        state
-            .endpoints
-            .entry(webhook_id)
-            .or_insert_with(|| Endpoint {
-                limit,
-                slots: Arc::new(Semaphore::new(limit)),
-            })
-            .slots
-            .clone()
+            .insert(webhook, limit);
     }
-}
-
-/// Changes an endpoint's limit in place: more slots at once; fewer as the
-/// requests holding them finish (a background task takes and forgets them).
-fn resize(endpoint: &mut Endpoint, want: usize) {
-    if want > endpoint.limit {
-        endpoint.slots.add_permits(want - endpoint.limit);
-    } else if want < endpoint.limit {
-        let surplus = (endpoint.limit - want) as u32;
-        let slots = endpoint.slots.clone();
-        tokio::spawn(async move {
-            if let Ok(p) = slots.acquire_many_owned(surplus).await {
-                p.forget();
-            }
-        });
-    }
-    endpoint.limit = want;
 }
 
 #[cfg(test)]
@@ -178,7 +223,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_webhook_gets_at_most_its_limit_and_others_are_unaffected() {
-        let limits = EndpointLimits::new(2);
+        let limits = EndpointLimits::new(2, 1);
         let a1 = limits.try_take(1).expect("first");
         let _a2 = limits.try_take(1).expect("second");
         assert!(limits.try_take(1).is_none(), "third is refused");
@@ -191,23 +236,43 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_lowered_limit_never_admits_more_than_the_new_limit() {
-        let mut endpoint = Endpoint {
-            limit: 3,
-            slots: Arc::new(Semaphore::new(3)),
-        };
-        let held: Vec<_> = (0..3)
-            .map(|_| endpoint.slots.clone().try_acquire_owned().unwrap())
-            .collect();
-        resize(&mut endpoint, 1);
+    async fn a_lowered_limit_admits_nothing_until_the_requests_above_it_finish() {
+        let limits = EndpointLimits::new(3, 3);
+        let held: Vec<_> = (0..3).map(|_| limits.try_take(7).unwrap()).collect();
+        limits.set_limit(7, 1);
+        assert!(limits.try_take(7).is_none());
         drop(held);
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let first = endpoint.slots.clone().try_acquire_owned();
-        assert!(first.is_ok());
+        assert!(limits.try_take(7).is_some());
+        let _one = limits.try_take(7);
+        assert!(limits.try_take(7).is_none(), "only one slot now");
+    }
+
+    #[tokio::test]
+    async fn a_slow_webhook_gets_the_slow_limit_until_it_answers_quickly_again() {
+        let limits = EndpointLimits::new(8, 2);
+        let hanging: Vec<_> = (0..4).map(|_| limits.try_take(1).unwrap()).collect();
+        assert_eq!(
+            limits.caps(100),
+            vec![(1, 4)],
+            "fast so far: its whole limit"
+        );
+        std::thread::sleep(SLOW_AFTER + Duration::from_millis(10));
         assert!(
-            endpoint.slots.clone().try_acquire_owned().is_err(),
-            "only one slot remains"
+            limits.try_take(1).is_none(),
+            "4 in flight for over a second: over the slow limit of 2"
+        );
+        drop(hanging);
+        let a = limits.try_take(1).expect("slow: two slots");
+        let _b = limits.try_take(1).expect("slow: two slots");
+        assert!(
+            limits.try_take(1).is_none(),
+            "still slow: its last request took over a second"
+        );
+        drop(a); // answered at once
+        assert_eq!(
+            limits.caps(100),
+            vec![(1, 7)],
+            "fast again: its whole limit"
         );
     }
 }

@@ -38,6 +38,12 @@ struct Cli {
     #[arg(long, env = "HOOKFLEET_ENDPOINT_CONCURRENCY",
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
     endpoint_concurrency: Option<u64>,
+    /// Most requests in flight to a slow webhook (one with a request in
+    /// flight for over a second, or whose last request took that long);
+    /// default: a sixteenth of --concurrency.
+    #[arg(long, env = "HOOKFLEET_SLOW_ENDPOINT_CONCURRENCY",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
+    slow_endpoint_concurrency: Option<u64>,
     /// Most deliveries at once (a hard cap on jobs held).
     #[arg(long, env = "HOOKFLEET_CONCURRENCY", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
@@ -108,6 +114,10 @@ async fn main() -> ExitCode {
             .endpoint_concurrency
             .map(|n| n as usize)
             .unwrap_or_else(|| hookfleet_worker::default_endpoint_concurrency(concurrency)),
+        slow_endpoint_concurrency: cli
+            .slow_endpoint_concurrency
+            .map(|n| n as usize)
+            .unwrap_or_else(|| hookfleet_worker::default_slow_endpoint_concurrency(concurrency)),
         fetch_batch: DEFAULT_FETCH_BATCH.min(concurrency),
         schedule: cli.settings.retry_schedule.clone(),
         policy: Arc::new(cli.settings.allowed_networks.clone()),

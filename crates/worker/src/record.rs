@@ -133,29 +133,8 @@ impl Recorder {
 
     async fn acknowledge(&self, batch: Vec<Finished>) {
         let units: Vec<(UnitOfWork, bool)> = batch.iter().map(|f| (f.unit.clone(), true)).collect();
-        let mut backoff = Backoff::new();
-        loop {
-            match UnitOfWork::acknowledge_all(&self.queue, &units).await {
-                Ok(()) => {
-                    for (u, _) in &units {
-                        self.held.release(u);
-                    }
-                    break;
-                }
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait,
-                        "outcomes recorded but jobs not acked; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        // The outcomes are written; a job left in the
-                        // processing list finds a terminal or not-due row
-                        // when recovered, and is dropped.
-                        _ = self.shutdown.requested(2) => break,
-                    }
-                }
-            }
-        }
+        UnitOfWork::acknowledge_until_done(&self.queue, &units, &self.held, &self.shutdown).await;
+        // Only now are the delivery slots (the permits in `batch`) freed.
         drop(batch);
     }
 }

@@ -79,7 +79,7 @@ impl Starter {
                     (Some(s), _) => Some(s),
                     // A job that did not name its webhook waits for a slot now
                     // that the claim told us which webhook it is.
-                    (None, Some(w)) => self.limits.take(w).await,
+                    (None, Some(w)) => Some(self.limits.take(w).await),
                     (None, None) => None,
                 };
                 self.start(unit, claim, permit, slot);
@@ -111,7 +111,8 @@ impl Starter {
                 done.push((unit, true));
             }
         }
-        self.acknowledge(done).await;
+        UnitOfWork::acknowledge_until_done(&self.queue, &done, &self.held, &self.config.shutdown)
+            .await;
         drop(permits);
     }
 
@@ -140,32 +141,6 @@ impl Starter {
             }))
             .await;
         });
-    }
-
-    /// Acks jobs that will not be sent, retrying while Redis is away.
-    async fn acknowledge(&self, done: Vec<(UnitOfWork, bool)>) {
-        if done.is_empty() {
-            return;
-        }
-        let mut backoff = Backoff::new();
-        loop {
-            match UnitOfWork::acknowledge_all(&self.queue, &done).await {
-                Ok(()) => {
-                    for (u, _) in &done {
-                        self.held.release(u);
-                    }
-                    return;
-                }
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.config.shutdown.requested(2) => return,
-                    }
-                }
-            }
-        }
     }
 
     /// Claims rows, retrying while the database is unavailable (the jobs and

@@ -42,6 +42,40 @@ impl UnitOfWork {
         queue.ack(&items).await
     }
 
+    /// [`UnitOfWork::acknowledge_all`], retrying with backoff while Redis is
+    /// away, then forgets the jobs in `held`. Gives up only when told to stop
+    /// at once: a job left in the processing list is harmless, since its row
+    /// is terminal or not due by then and the job is dropped when recovered.
+    pub async fn acknowledge_until_done(
+        queue: &RedisQueue,
+        units: &[(UnitOfWork, bool)],
+        held: &Held,
+        shutdown: &hookfleet_core::shutdown::Shutdown,
+    ) {
+        if units.is_empty() {
+            return;
+        }
+        let mut backoff = hookfleet_core::backoff::Backoff::new();
+        loop {
+            match Self::acknowledge_all(queue, units).await {
+                Ok(()) => {
+                    for (u, _) in units {
+                        held.release(u);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let wait = backoff.next_wait();
+                    tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = shutdown.requested(2) => return,
+                    }
+                }
+            }
+        }
+    }
+
     /// Moves the job to the dead-letter list with `reason`.
     pub async fn dead_letter(
         &self,
