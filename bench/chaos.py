@@ -294,11 +294,55 @@ def report(fleet, pg, args, seconds):
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
     print(f"  (saved to {path})")
+    write_doc(out, args, exhausted_reasons, delivered_unseen, unknown, duplicates, dup_ids, interrupted, fleet.kills)
     ok = (out["never_received_not_exhausted"] == 0 and not delivered_unseen and out["non_terminal"] == 0
           and not unknown and out["bad_signatures"] == 0 and duplicates <= interrupted
           and out["events_emitted"] == args.events)
     if not ok:
         sys.exit(1)
+
+
+def write_doc(out, args, reasons, delivered_unseen, unknown, duplicates, dup_ids, interrupted, kills):
+    """docs/CHAOS.md: the latest run's table, with when, where and how."""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    reasons_text = "".join(f"\n| Exhausted: {r} | {n} |" for r, n in reasons.items())
+    text = f"""# The chaos run
+
+Latest run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on {os.cpu_count()} cores and {mem:.0f} GiB.
+Command: `scripts/chaos.sh {' '.join(sys.argv[1:])}`
+
+A fleet under faults, counted at a receiver that verifies both signatures:
+{args.workers} workers (concurrency {args.concurrency}) killed with SIGKILL about every
+{args.kill_every:g} s and restarted; a Redis restart (everything lost); a Postgres
+crash and restart; the receiver hanging, answering 500, and dropping
+connections, {args.fault_seconds} s each; two sweepers ticking every second; retry schedule
+`{args.schedule}`, max_retries {args.max_retries}, grace {args.grace}. The receiver takes {args.receiver_ms} ms
+per request, so kills land mid-delivery. Its own Redis and Postgres, on
+spare ports.
+
+| what | count |
+| --- | ---: |
+| events emitted | {out['events_emitted']} (of {args.events}) |
+| rows Delivered | {out['delivered']} |
+| rows Exhausted | {out['exhausted']} |{reasons_text}
+| events never received | {out['never_received']} ({out['never_received_not_exhausted']} not Exhausted) |
+| rows Delivered that the receiver never accepted | {len(delivered_unseen)} |
+| receipts at the receiver (retries after failures included) | {out['receipts']} |
+| duplicate deliveries (a webhook-id answered 2xx twice) | {duplicates} (on {dup_ids} ids) |
+| interrupted attempts (claimed, never recorded: a kill between claim and record) | {interrupted}, from {kills} kills |
+| every duplicate explained by an interrupted attempt | {'yes' if duplicates <= interrupted else 'NO'} |
+| receipts with a webhook-id of no event | {len(unknown)} |
+| bad signatures | {out['bad_signatures']} |
+| rows left non-terminal | {out['non_terminal']} |
+| seconds | {out['seconds']} |
+
+A duplicate can only come from a worker killed after the receiver answered
+and before the outcome was written; it carries the event's `webhook-id`, so
+the receiver can drop it.
+"""
+    with open("docs/CHAOS.md", "w") as f:
+        f.write(text)
+    print("  (wrote docs/CHAOS.md)")
 
 
 if __name__ == "__main__":

@@ -188,9 +188,16 @@ async fn a_webhook_found_slow_keeps_only_the_slow_limit_of_slots() {
     let deadline = Instant::now() + Duration::from_secs(7);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     while Instant::now() < deadline {
-        assert!(hanging.in_flight() <= 2, "{} in flight to a slow webhook", hanging.in_flight());
+        assert!(
+            hanging.in_flight() <= 2,
+            "{} in flight to a slow webhook",
+            hanging.in_flight()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(hanging.count() > 8, "the slow webhook still gets its two slots");
+    assert!(
+        hanging.count() > 8,
+        "the slow webhook still gets its two slots"
+    );
     worker.stop().await;
 }

@@ -183,12 +183,13 @@ return out
 
 /// Moves up to ARGV[1] jobs from the oldest ARGV[2] of a queue (KEYS[1]) to a
 /// processing list (KEYS[2]), oldest first, taking at most the given number
-/// of jobs per webhook (ARGV[4..]: webhook id, capacity, ...). The jobs of
-/// webhooks at their limit that it passed over go to the back of the queue,
-/// in order, so they never pile up at its front and block the others. If it
-/// took nothing, it leaves them in place (they are all there is within
-/// reach) unless ARGV[3] is 1 and the queue is longer than the window: then
-/// they go to the back too, bringing jobs beyond the window within reach.
+/// of jobs per webhook (ARGV[4..]: webhook id, capacity, ...). Jobs of
+/// webhooks at their limit that it passed over to take a newer job go to the
+/// back of the queue, in order, so they never pile up at its front and block
+/// the others; those after the last job taken stay where they are. If it took
+/// nothing, it leaves them all in place (they are all there is within reach)
+/// unless ARGV[3] is 1 and the queue is longer than the window: then they go
+/// to the back too, bringing jobs beyond the window within reach.
 /// Returns {taken, skipped}.
 const TAKE_FAIR_LUA: &str = r#"
 local want = tonumber(ARGV[1])
@@ -197,6 +198,7 @@ local cap = {}
 for i = 4, #ARGV, 2 do cap[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local jobs = redis.call('LRANGE', KEYS[1], -window, -1)
 local taken, passed = {}, {}
+local passed_before_last_taken = 0
 for i = #jobs, 1, -1 do
   if #taken >= want then break end
   local job = jobs[i]
@@ -209,13 +211,14 @@ for i = #jobs, 1, -1 do
     redis.call('LREM', KEYS[1], -1, job)
     redis.call('LPUSH', KEYS[2], job)
     taken[#taken + 1] = job
+    passed_before_last_taken = #passed
   end
 end
-if #passed > 0 and (#taken > 0 or (ARGV[3] == '1' and redis.call('LLEN', KEYS[1]) > window)) then
-  for _, job in ipairs(passed) do
-    redis.call('LREM', KEYS[1], -1, job)
-    redis.call('LPUSH', KEYS[1], job)
-  end
+local move = passed_before_last_taken
+if #taken == 0 and ARGV[3] == '1' and redis.call('LLEN', KEYS[1]) > window then move = #passed end
+for i = 1, move do
+  redis.call('LREM', KEYS[1], -1, passed[i])
+  redis.call('LPUSH', KEYS[1], passed[i])
 end
 return {taken, #passed}
 "#;
