@@ -513,7 +513,7 @@ def write_report(results, md_path, png_path, have_plot):
     text = f"""# Performance
 
 Latest run: {results['when']}, on {results['machine']}.
-Command: `{results['command']}` (about half an hour; everything on this one
+Command: `{results["command"]}` (about ten minutes; everything on this one
 machine: receiver, Redis, Postgres, workers and producer share its cores).
 
 Absolute figures move with the machine and its neighbours; the ratios within

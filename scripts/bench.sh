@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks (not part of the test run; loopback only; bounded in time).
 #
-#   scripts/bench.sh                      # everything, ~30 min: prints the tables,
+#   scripts/bench.sh                      # everything, ~10 min: prints the tables,
 #                                         # rewrites docs/PERFORMANCE.md and docs/performance.png
 #   scripts/bench.sh --only drain --concurrency 64     # one run: a worker draining 50,000 queued deliveries
 #   scripts/bench.sh --only e2e --webhooks 8 --workers 2 --concurrency 256
