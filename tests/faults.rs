@@ -6,27 +6,14 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use hookfleet_core::queue::Job;
 use hookfleet_producer::{Batch, EmitError, Event};
-use hookfleet_testkit::{spec, LocalPostgres, LocalRedis, Receiver, Reply, TestEnv};
+use hookfleet_testkit::{
+    sales_order, sales_orders, spec, LocalPostgres, LocalRedis, Receiver, Reply, TestEnv,
+};
 
 const WAIT: Duration = Duration::from_secs(40);
 const KEY_TTL: Duration = Duration::from_secs(600);
-
-fn order(name: &str) -> serde_json::Value {
-    json!({"doctype": "Sales Order", "name": name, "grand_total": 10})
-}
-
-fn batch(n: usize) -> Batch {
-    let mut b = Batch::new();
-    for i in 0..n {
-        let name = format!("SO-{i}");
-        b.push(Event::new("Sales Order", "on_submit", &name, order(&name)));
-    }
-    b
-}
 
 /// A worker process, killed when dropped (so a failing test leaves none).
 struct WorkerProcess(Child);
@@ -110,7 +97,7 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
     let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
     s.timeout = Duration::from_secs(3);
     env.add_webhook(&s);
-    env.producer().emit_batch(batch(6)).await.unwrap();
+    env.producer().emit_batch(sales_orders(6)).await.unwrap();
 
     let mut a = WorkerProcess::start(
         &env,
@@ -179,7 +166,7 @@ async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
     let rx = Receiver::start().await;
     rx.reply_always(Reply::status(200).delayed(Duration::from_secs(2)));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    env.producer().emit_batch(batch(5)).await.unwrap();
+    env.producer().emit_batch(sales_orders(5)).await.unwrap();
     let mut w = WorkerProcess::start(&env, &["--concurrency", "8"]);
     rx.wait_for(5, WAIT).await;
     let signalled = Instant::now();
@@ -209,7 +196,7 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
     let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
     s.timeout = Duration::from_secs(10);
     env.add_webhook(&s);
-    env.producer().emit_batch(batch(3)).await.unwrap();
+    env.producer().emit_batch(sales_orders(3)).await.unwrap();
     let mut w = WorkerProcess::start(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
     rx.wait_for(3, WAIT).await;
     w.signal("-TERM");
@@ -234,7 +221,7 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
     let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
     s.timeout = Duration::from_secs(2);
     env.add_webhook(&s);
-    env.producer().emit_batch(batch(2)).await.unwrap();
+    env.producer().emit_batch(sales_orders(2)).await.unwrap();
     let mut w = WorkerProcess::start(
         &env,
         &[
@@ -294,7 +281,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
     let rx = Receiver::start().await;
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    env.producer().emit_batch(batch(30)).await.unwrap();
+    env.producer().emit_batch(sales_orders(30)).await.unwrap();
     let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
     rx.wait_for(4, WAIT).await;
 
@@ -334,7 +321,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
             "Sales Order",
             "on_submit",
             "SO-0",
-            order("SO-0"),
+            sales_order("SO-0", 10.0),
         ))
         .await
         .unwrap();
@@ -344,7 +331,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1"),
+            sales_order("SO-1", 10.0),
         ))
         .await
         .unwrap_err();
@@ -374,7 +361,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
     let grace = Duration::from_secs(1);
     let report = env
         .producer_with_grace(grace)
-        .emit_batch(batch(10))
+        .emit_batch(sales_orders(10))
         .await
         .unwrap();
     assert!(report.deliveries.iter().all(|d| d.enqueued));
@@ -407,7 +394,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1"),
+            sales_order("SO-1", 10.0),
         ))
         .await
         .unwrap();
@@ -437,7 +424,7 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let producer = env.producer();
     let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
-    producer.emit_batch(batch(3)).await.unwrap();
+    producer.emit_batch(sales_orders(3)).await.unwrap();
     until("first three delivered", || all_delivered(&env, 3)).await;
     redis.kill();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -445,7 +432,12 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     let mut more = Batch::new();
     for i in 3..6 {
         let name = format!("SO-{i}");
-        more.push(Event::new("Sales Order", "on_submit", &name, order(&name)));
+        more.push(Event::new(
+            "Sales Order",
+            "on_submit",
+            &name,
+            sales_order(&name, 10.0),
+        ));
     }
     // The producer may skip Redis for a moment after its failure; retry the
     // emit's enqueue through the sweeper if so.

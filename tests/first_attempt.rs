@@ -10,13 +10,9 @@ use hookfleet_core::model::{FieldMapping, Structure};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::sign::Secret;
 use hookfleet_producer::{Batch, EmitError, Event};
-use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn order(name: &str, total: f64) -> serde_json::Value {
-    json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total, "status": "Draft"})
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures() {
@@ -34,7 +30,7 @@ async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 10.0),
+            sales_order("SO-1", 10.0),
         ))
         .await
         .unwrap();
@@ -89,7 +85,7 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -123,7 +119,7 @@ async fn a_condition_decides_whether_an_event_is_delivered() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 5.0),
+            sales_order("SO-1", 5.0),
         ))
         .await
         .unwrap();
@@ -133,7 +129,7 @@ async fn a_condition_decides_whether_an_event_is_delivered() {
             "Sales Order",
             "on_submit",
             "SO-2",
-            order("SO-2", 500.0),
+            sales_order("SO-2", 500.0),
         ))
         .await
         .unwrap();
@@ -261,7 +257,7 @@ async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -290,7 +286,7 @@ async fn a_500_schedules_a_retry_in_five_minutes() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -327,7 +323,7 @@ async fn max_retries_zero_makes_a_failure_final() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -359,7 +355,7 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -395,7 +391,7 @@ async fn a_410_gone_is_final() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -459,7 +455,7 @@ async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_reques
             "Sales Order",
             "workflow_transition",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap_err();
@@ -492,7 +488,7 @@ async fn a_successful_workflow_transition_is_delivered_synchronously() {
             "Sales Order",
             "workflow_transition",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -517,25 +513,25 @@ async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_s
         "Sales Order",
         "after_insert",
         "SO-1",
-        order("SO-1", 1.0),
+        sales_order("SO-1", 1.0),
     ));
     batch.push(Event::new(
         "Sales Order",
         "on_update",
         "SO-1",
-        order("SO-1", 2.0),
+        sales_order("SO-1", 2.0),
     ));
     batch.push(Event::new(
         "Sales Order",
         "on_update",
         "SO-1",
-        order("SO-1", 3.0),
+        sales_order("SO-1", 3.0),
     ));
     batch.push(Event::new(
         "Sales Order",
         "on_update",
         "SO-2",
-        order("SO-2", 7.0),
+        sales_order("SO-2", 7.0),
     ));
     let report = env.producer().emit_batch(batch).await.unwrap();
     assert_eq!(report.deliveries.len(), 2, "one per document");
@@ -557,16 +553,7 @@ async fn concurrency_four_never_puts_more_than_four_requests_in_flight() {
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(300)));
     env.add_webhook(&spec("slow", "Sales Order", "on_submit", &rx.url("/slow")));
     let producer = env.producer();
-    let mut batch = Batch::new();
-    for i in 0..24 {
-        let name = format!("SO-{i}");
-        batch.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            order(&name, 1.0),
-        ));
-    }
+    let batch = sales_orders(24);
     producer.emit_batch(batch).await.unwrap();
     let worker = env.start_worker(4, RetrySchedule::default());
     rx.wait_for(24, WAIT).await;
@@ -602,7 +589,7 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();
@@ -650,7 +637,7 @@ async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 1.0),
+            sales_order("SO-1", 1.0),
         ))
         .await
         .unwrap();

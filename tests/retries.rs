@@ -5,22 +5,17 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::json;
 
 use hookfleet_core::model::DeliveryLog;
 use hookfleet_core::queue::Job;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::sign::Secret;
 use hookfleet_core::store::deliveries;
-use hookfleet_producer::{Batch, Event};
-use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+use hookfleet_producer::Event;
+use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv};
 
 const WAIT: Duration = Duration::from_secs(30);
 const KEY_TTL: Duration = Duration::from_secs(600);
-
-fn order(name: &str, total: f64) -> serde_json::Value {
-    json!({"doctype": "Sales Order", "name": name, "customer": "ACME", "grand_total": total})
-}
 
 /// Waits until the row's attempt is recorded and its in-flight key released
 /// (the worker acks just after writing the outcome), so a tick can take it.
@@ -48,7 +43,7 @@ async fn emit_one(env: &TestEnv, name: &str) -> i64 {
             "Sales Order",
             "on_submit",
             name,
-            order(name, 1.0),
+            sales_order(name, 1.0),
         ))
         .await
         .unwrap();
@@ -203,7 +198,7 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 10.0),
+            sales_order("SO-1", 10.0),
         ))
         .await
         .unwrap();
@@ -215,7 +210,7 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
             "Sales Order",
             "on_submit",
             "SO-1",
-            order("SO-1", 99.0),
+            sales_order("SO-1", 99.0),
         ))
         .await
         .unwrap();
@@ -319,16 +314,7 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     let rx = Receiver::start().await;
     rx.reply_always(Reply::status(500));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let mut batch = Batch::new();
-    for i in 0..1000 {
-        let name = format!("SO-{i}");
-        batch.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            order(&name, 1.0),
-        ));
-    }
+    let batch = sales_orders(1000);
     env.producer().emit_batch(batch).await.unwrap();
     let worker = env.start_worker(64, RetrySchedule::default());
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -416,16 +402,7 @@ async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_fir
     let env = TestEnv::new();
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let mut batch = Batch::new();
-    for i in 0..250 {
-        let name = format!("SO-{i}");
-        batch.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            order(&name, 1.0),
-        ));
-    }
+    let batch = sales_orders(250);
     let report = env.producer().emit_batch(batch).await.unwrap();
     env.lose_redis(); // no first attempt: every row waits for the sweeper
                       // Spread the due times so "oldest first" is observable: row i due i ms apart.
@@ -468,16 +445,7 @@ async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let grace = Duration::from_secs(1);
-    let mut batch = Batch::new();
-    for i in 0..100 {
-        let name = format!("SO-{i}");
-        batch.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            order(&name, 1.0),
-        ));
-    }
+    let batch = sales_orders(100);
     let report = env
         .producer_with_grace(grace)
         .emit_batch(batch)
@@ -578,16 +546,7 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     other.max_retries = 0;
     env.add_webhook(&other);
     let worker = env.start_worker(4, RetrySchedule::default());
-    let mut batch = Batch::new();
-    for i in 0..5 {
-        let name = format!("SO-{i}");
-        batch.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            order(&name, 1.0),
-        ));
-    }
+    let batch = sales_orders(5);
     env.producer().emit_batch(batch).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     while env.rows().iter().any(|r| r.status != "Exhausted") {

@@ -16,9 +16,11 @@
 //! database name and key prefix, so a run can clean up after itself).
 
 pub mod env;
+pub mod fixtures;
 pub mod instances;
 pub mod receiver;
 
 pub use env::{spec, TempFile, TestEnv, WorkerHandle};
+pub use fixtures::{sales_order, sales_orders};
 pub use instances::{LocalPostgres, LocalRedis};
 pub use receiver::{Received, Receiver, Reply};

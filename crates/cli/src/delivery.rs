@@ -117,14 +117,7 @@ fn time(t: Option<DateTime<Utc>>) -> String {
 
 /// Puts replayed rows on their queues now rather than at the next sweep.
 async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Duration) -> String {
-    let items: Vec<Enqueue> = rows
-        .iter()
-        .map(|r| Enqueue {
-            log_id: r.id,
-            queue: r.queue.clone(),
-            webhook_id: r.webhook_id,
-        })
-        .collect();
+    let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
     match queue.enqueue(&items, "cli:replay", ttl).await {
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();

@@ -76,6 +76,20 @@ impl Sweeper {
         }
     }
 
+    /// One tick, logged with what it found and did and how long it took.
+    pub async fn tick_and_log(&self) -> Result<TickReport, SweepError> {
+        let started = std::time::Instant::now();
+        let r = self.tick().await?;
+        tracing::info!(
+            due = r.due,
+            enqueued = r.enqueued,
+            skipped_in_flight = r.skipped_in_flight,
+            ms = started.elapsed().as_millis() as u64,
+            "tick"
+        );
+        Ok(r)
+    }
+
     /// One tick (see the crate docs).
     pub async fn tick(&self) -> Result<TickReport, SweepError> {
         let mut report = TickReport::default();
@@ -91,14 +105,7 @@ impl Sweeper {
                 break;
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
-            let items: Vec<Enqueue> = rows
-                .iter()
-                .map(|r| Enqueue {
-                    log_id: r.id,
-                    queue: r.queue.clone(),
-                    webhook_id: r.webhook_id,
-                })
-                .collect();
+            let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
             let flags = self
                 .queue
                 .enqueue(&items, &self.identity, self.key_ttl)

@@ -1,7 +1,7 @@
 //! `hookfleet-sweeper`: `--once` for a CronJob, or a loop every `--interval`.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -61,18 +61,8 @@ async fn main() -> ExitCode {
         cli.settings.queue_grace,
     );
     if cli.once {
-        let started = Instant::now();
-        return match sweeper.tick().await {
-            Ok(r) => {
-                tracing::info!(
-                    due = r.due,
-                    enqueued = r.enqueued,
-                    skipped_in_flight = r.skipped_in_flight,
-                    ms = started.elapsed().as_millis() as u64,
-                    "tick"
-                );
-                ExitCode::SUCCESS
-            }
+        return match sweeper.tick_and_log().await {
+            Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: tick failed: {e}");
                 ExitCode::from(1)
@@ -84,17 +74,9 @@ async fn main() -> ExitCode {
     tracing::info!(interval = ?cli.interval, batch_size = cli.batch_size, "sweeper started");
     let mut backoff = Backoff::new();
     while !shutdown.is_requested() {
-        let started = Instant::now();
-        let wait = match sweeper.tick().await {
-            Ok(r) => {
+        let wait = match sweeper.tick_and_log().await {
+            Ok(_) => {
                 backoff.reset();
-                tracing::info!(
-                    due = r.due,
-                    enqueued = r.enqueued,
-                    skipped_in_flight = r.skipped_in_flight,
-                    ms = started.elapsed().as_millis() as u64,
-                    "tick"
-                );
                 cli.interval
             }
             Err(e) => {

@@ -218,15 +218,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     liveness.abort();
     summary.abort();
     let counts = counters.snapshot();
-    tracing::info!(
-        delivered = counts.delivered,
-        failed = counts.failed,
-        exhausted = counts.exhausted,
-        stale = counts.stale,
-        dead_lettered = counts.dead_lettered,
-        ?stop,
-        "worker stopped"
-    );
+    counts.log(&format!("worker stopped ({stop:?})"));
     WorkerReport { counts, stop }
 }
 
@@ -240,15 +232,7 @@ async fn summarise(counters: Arc<Counters>, shutdown: Shutdown) {
         let now = counters.snapshot();
         let d = now.since(&last);
         if !d.is_zero() {
-            tracing::info!(
-                delivered = d.delivered,
-                failed = d.failed,
-                exhausted = d.exhausted,
-                stale = d.stale,
-                dead_lettered = d.dead_lettered,
-                "last {}s",
-                SUMMARY_INTERVAL.as_secs()
-            );
+            d.log(&format!("last {}s", SUMMARY_INTERVAL.as_secs()));
         }
         last = now;
     }

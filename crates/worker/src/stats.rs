@@ -66,6 +66,19 @@ impl Snapshot {
         }
     }
 
+    /// Logs the counters with `message`.
+    pub fn log(&self, message: &str) {
+        tracing::info!(
+            delivered = self.delivered,
+            failed = self.failed,
+            exhausted = self.exhausted,
+            stale = self.stale,
+            dead_lettered = self.dead_lettered,
+            bounced = self.bounced,
+            "{message}"
+        );
+    }
+
     pub fn is_zero(&self) -> bool {
         *self == Snapshot::default()
     }

@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::deliver::{Claim, Outcome};
 use crate::error::StoreError;
 use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
+use crate::queue::Enqueue;
 use crate::schema::{webhook_delivery_attempts, webhook_request_logs};
 use crate::sign::{Secret, SigningKeys};
 
@@ -410,6 +411,16 @@ pub fn due(
     })
 }
 
+impl From<&DueRow> for Enqueue {
+    fn from(r: &DueRow) -> Enqueue {
+        Enqueue {
+            log_id: r.id,
+            queue: r.queue.clone(),
+            webhook_id: r.webhook_id,
+        }
+    }
+}
+
 /// What a manual replay did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Replayed {
@@ -419,6 +430,16 @@ pub struct Replayed {
     pub queue: String,
     /// The attempt this replay allows (attempts made so far + 1).
     pub next_attempt: i32,
+}
+
+impl From<&Replayed> for Enqueue {
+    fn from(r: &Replayed) -> Enqueue {
+        Enqueue {
+            log_id: r.id,
+            queue: r.queue.clone(),
+            webhook_id: r.webhook_id,
+        }
+    }
 }
 
 /// Makes one row due now: Failed stays Failed, Exhausted (and, with `force`,
