@@ -79,16 +79,7 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
     ));
     let worker = env.start_worker(4, RetrySchedule::default());
 
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     assert_eq!(
         report
             .deliveries
@@ -251,16 +242,7 @@ async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
         &rx.url("/{{ doc.customer }}"),
     ));
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     for d in &report.deliveries {
         env.until_row(d.id, |r| r.status == "Delivered").await;
     }
@@ -280,16 +262,7 @@ async fn a_500_schedules_a_retry_in_five_minutes() {
     rx.reply_always(Reply::status(500).body("boom"));
     env.add_webhook(&spec("down", "Sales Order", "on_submit", &rx.url("/down")));
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     let row = env
         .until_row(report.deliveries[0].id, |r| r.status == "Failed")
         .await;
@@ -317,16 +290,7 @@ async fn max_retries_zero_makes_a_failure_final() {
     s.max_retries = 0;
     env.add_webhook(&s);
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     let row = env
         .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
         .await;
@@ -349,16 +313,7 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
     s.timeout = Duration::from_secs(1);
     env.add_webhook(&s);
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     let row = env
         .until_row(report.deliveries[0].id, |r| r.status == "Failed")
         .await;
@@ -385,16 +340,7 @@ async fn a_410_gone_is_final() {
     rx.reply_always(Reply::status(410));
     env.add_webhook(&spec("gone", "Sales Order", "on_submit", &rx.url("/gone")));
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     let row = env
         .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
         .await;
@@ -583,16 +529,7 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
         }
     }
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
         .await;
     let stats = worker.stop().await;
@@ -631,16 +568,7 @@ async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
     let env = TestEnv::new();
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-1").await;
     env.set_enabled("orders", false);
     let worker = env.start_worker(2, RetrySchedule::default());
     let row = env

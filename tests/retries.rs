@@ -37,16 +37,7 @@ async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
 }
 
 async fn emit_one(env: &TestEnv, name: &str) -> i64 {
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            name,
-            sales_order(name, 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit(name).await;
     assert_eq!(report.deliveries.len(), 1);
     report.deliveries[0].id
 }

@@ -220,6 +220,20 @@ impl TestEnv {
         )
     }
 
+    /// Emits `on_submit` of Sales Order `name` (a small document).
+    pub async fn submit(&self, name: &str) -> hookfleet_producer::EmitReport {
+        let doc = crate::fixtures::sales_order(name, 1.0);
+        self.producer()
+            .emit(hookfleet_producer::Event::new(
+                "Sales Order",
+                "on_submit",
+                name,
+                doc,
+            ))
+            .await
+            .expect("emit")
+    }
+
     /// A sweeper over this test's rows.
     pub fn sweeper(&self, batch_size: usize, key_ttl: Duration) -> Sweeper {
         Sweeper::new(self.store.clone(), self.queue.clone(), batch_size, key_ttl)
