@@ -42,6 +42,13 @@ async fn emit_one(env: &TestEnv, name: &str) -> i64 {
     report.deliveries[0].id
 }
 
+/// Makes row `id` due now and runs one sweeper tick: the retry, without
+/// waiting for the schedule. Returns how many rows the tick enqueued.
+async fn retry_now(env: &TestEnv, id: i64) -> usize {
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, KEY_TTL).tick().await.unwrap().enqueued
+}
+
 /// Waits until every row is terminal (Delivered or Exhausted).
 async fn until_all_terminal(env: &TestEnv) {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -75,9 +82,7 @@ async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signa
     let id = emit_one(&env, "SO-1").await;
     until_idle(&env, id).await;
 
-    env.set_due_in(id, -1.0);
-    let tick = env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    assert_eq!(tick.enqueued, 1);
+    assert_eq!(retry_now(&env, id).await, 1);
     let row = env.until_row(id, |r| r.status == "Delivered").await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
@@ -112,8 +117,7 @@ async fn max_retries_one_is_exhausted_after_two_attempts() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let id = emit_one(&env, "SO-1").await;
     until_idle(&env, id).await;
-    env.set_due_in(id, -1.0);
-    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    retry_now(&env, id).await;
     let row = env.until_row(id, |r| r.status == "Exhausted").await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
@@ -137,8 +141,7 @@ async fn max_retries_two_is_still_failed_after_two_attempts() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let id = emit_one(&env, "SO-1").await;
     until_idle(&env, id).await;
-    env.set_due_in(id, -1.0);
-    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    retry_now(&env, id).await;
     let row = env
         .until_row(id, |r| r.attempts == 2 && r.lease_expires_at.is_none())
         .await;
@@ -205,8 +208,7 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
         ))
         .await
         .unwrap();
-    env.set_due_in(id, -1.0);
-    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    retry_now(&env, id).await;
     env.until_row(id, |r| r.status == "Delivered").await;
     let bodies: Vec<f64> = rx
         .requests()
@@ -256,8 +258,7 @@ async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_
     let id = emit_one(&env, "SO-1").await;
     until_idle(&env, id).await;
     env.set_enabled("orders", false);
-    env.set_due_in(id, -1.0);
-    env.sweeper(100, KEY_TTL).tick().await.unwrap();
+    retry_now(&env, id).await;
     let row = env.until_row(id, |r| r.status == "Exhausted").await;
     assert!(row.error.as_deref().unwrap().contains("disabled"));
     assert_eq!(row.attempts, 1);
