@@ -4,6 +4,7 @@
 //! what they print, what they write, their exit codes, and that a signing
 //! secret never comes back out of any of them.
 
+use hookfleet_core::model::DeliveryStatus;
 use std::io::{Read, Write};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -716,7 +717,9 @@ async fn the_secret_is_never_printed_logged_or_stored_on_a_delivery() {
     let id = ids_of(&report)[0];
 
     let mut worker = blocking(|| WorkerProcess::start(&env));
-    let row = env.until_row(id, |r| r.status == "Delivered").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     let (status, log) = blocking(|| worker.stop());
     assert!(
         status.success(),
@@ -831,7 +834,10 @@ fn a_credential_like_header_value_is_shown_as_hidden() {
         "{shown}"
     );
     // Hidden in output only: the stored request still carries it.
-    let stored = env.row(id.parse().expect("id")).header_list();
+    let stored = env
+        .row(id.parse().expect("id"))
+        .header_list()
+        .expect("headers");
     assert!(
         stored
             .iter()
@@ -910,7 +916,7 @@ fn emit_with_a_doc_file_prints_the_created_rows_as_json() {
     let rows = env.rows();
     assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
     for row in &rows {
-        assert_eq!(row.status, "Queued");
+        assert_eq!(row.status, DeliveryStatus::Queued);
         assert_eq!(row.entity_name, "SO-1");
         assert_eq!(
             serde_json::from_str::<Value>(&row.body).expect("JSON body"),
@@ -1082,10 +1088,7 @@ async fn a_failed_workflow_transition_emit_exits_1_and_leaves_the_row_exhausted(
         )
     });
     assert_eq!(out.code, Some(1), "{out}");
-    assert!(
-        out.stderr.contains("workflow_transition delivery failed"),
-        "{out}"
-    );
+    assert!(out.stderr.contains("workflow_transition failed"), "{out}");
     assert!(
         out.stderr.contains("500"),
         "the error says what happened: {out}"
@@ -1095,7 +1098,7 @@ async fn a_failed_workflow_transition_emit_exits_1_and_leaves_the_row_exhausted(
 
     let rows = env.rows();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].status, "Exhausted");
+    assert_eq!(rows[0].status, DeliveryStatus::Exhausted);
     assert_eq!(rows[0].attempts, 1);
     assert_eq!(rows[0].response_code, Some(500));
     assert!(rows[0].next_retry.is_none());
@@ -1383,7 +1386,7 @@ async fn delivery_retry_refuses_a_delivered_row_without_force() {
     .json();
     let id = ids_of(&report)[0];
     let before = env.row(id);
-    assert_eq!(before.status, "Delivered");
+    assert_eq!(before.status, DeliveryStatus::Delivered);
 
     let refused = blocking(|| cli(&env, &["delivery", "retry", &id.to_string()]));
     assert_eq!(refused.code, Some(1), "{refused}");
@@ -1391,7 +1394,8 @@ async fn delivery_retry_refuses_a_delivered_row_without_force() {
     assert!(refused.stderr.contains("--force"), "{refused}");
     let after = env.row(id);
     assert_eq!(
-        after.status, "Delivered",
+        after.status,
+        DeliveryStatus::Delivered,
         "a refused replay changes nothing"
     );
     assert!(after.next_retry.is_none());
@@ -1401,7 +1405,7 @@ async fn delivery_retry_refuses_a_delivered_row_without_force() {
 
     blocking(|| cli(&env, &["delivery", "retry", &id.to_string(), "--force"])).ok("retry --force");
     let forced = env.row(id);
-    assert_eq!(forced.status, "Failed", "forced: due again");
+    assert_eq!(forced.status, DeliveryStatus::Failed, "forced: due again");
     assert!(forced.next_retry.is_some());
     assert_eq!(forced.max_attempts, before.attempts + 1);
     assert_eq!(default_queue_depth(&env), 1, "queued now");

@@ -2,6 +2,7 @@
 //! Redis cut or restarted. Tests that break a server start their own
 //! throwaway instance on a spare port.
 
+use hookfleet_core::model::DeliveryStatus;
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,7 +77,7 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 
 fn all_delivered(env: &TestEnv, n: usize) -> bool {
     let rows = env.rows();
-    rows.len() == n && rows.iter().all(|r| r.status == "Delivered")
+    rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
 }
 
 fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
@@ -116,7 +117,7 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
     assert!(
         env.rows()
             .iter()
-            .all(|r| r.status == "Queued" && r.attempts == 1),
+            .all(|r| r.status == DeliveryStatus::Queued && r.attempts == 1),
         "A died mid-attempt"
     );
 
@@ -404,7 +405,10 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
         .expect("the report says it was not queued");
     assert!(note.contains("sweeper"), "{note}");
     assert!(!report.deliveries[0].enqueued);
-    assert_eq!(env.row(report.deliveries[0].id).status, "Queued");
+    assert_eq!(
+        env.row(report.deliveries[0].id).status,
+        DeliveryStatus::Queued
+    );
     redis.start_again();
     let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
     tokio::time::sleep(grace + Duration::from_millis(200)).await;

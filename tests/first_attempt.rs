@@ -1,6 +1,7 @@
 //! The first attempt of a delivery, end to end: producer → Redis → worker →
 //! a real receiver on 127.0.0.1 → the outcome in Postgres.
 
+use hookfleet_core::model::DeliveryStatus;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -36,7 +37,9 @@ async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures
         .unwrap();
     assert_eq!(report.deliveries.len(), 1);
     let id = report.deliveries[0].id;
-    let row = env.until_row(id, |r| r.status == "Delivered").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     assert_eq!(row.attempts, 1);
     assert!(row.next_retry.is_none());
     assert_eq!(row.response_code, Some(200));
@@ -88,8 +91,10 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
             .collect::<Vec<_>>(),
         vec!["on"]
     );
-    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
-        .await;
+    env.until_row(report.deliveries[0].id, |r| {
+        r.status == DeliveryStatus::Delivered
+    })
+    .await;
     let paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, vec!["/on"]);
     assert_eq!(env.rows().len(), 1);
@@ -157,8 +162,10 @@ async fn a_form_body_is_exactly_the_selected_fields_url_encoded() {
         .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
         .await
         .unwrap();
-    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
-        .await;
+    env.until_row(report.deliveries[0].id, |r| {
+        r.status == DeliveryStatus::Delivered
+    })
+    .await;
     let got = &rx.requests()[0];
     assert_eq!(got.body, "order=SO-1&customer+name=A%26B+Co&total=12.5");
     assert_eq!(
@@ -191,7 +198,8 @@ async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_reques
         .await
         .unwrap();
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
     }
     let by_path = |p: &str| rx.requests().into_iter().find(|r| r.path == p).unwrap();
     assert_eq!(
@@ -213,7 +221,7 @@ async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_reques
     assert_eq!(row.url, rx.url("/object"));
     assert_eq!(row.method, "POST");
     assert_eq!(row.body, by_path("/object").body);
-    let headers = row.header_list();
+    let headers = row.header_list().expect("headers");
     assert!(headers
         .iter()
         .any(|h| h.key == "X-Tenant" && h.value == "acme"));
@@ -244,7 +252,8 @@ async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
     }
     let mut paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     paths.sort();
@@ -264,11 +273,13 @@ async fn a_500_schedules_a_retry_in_five_minutes() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     let row = env
-        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Failed
+        })
         .await;
     assert_eq!(row.attempts, 1);
     assert_eq!(row.response_code, Some(500));
-    assert_eq!(row.response_body.as_deref(), Some("boom"));
+    assert_eq!(row.response_body.as_deref(), Some(&b"boom"[..]));
     let due_in = (row.next_retry.unwrap() - Utc::now()).num_seconds();
     assert!(
         (290..=301).contains(&due_in),
@@ -292,7 +303,9 @@ async fn max_retries_zero_makes_a_failure_final() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     let row = env
-        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Exhausted
+        })
         .await;
     assert!(row.next_retry.is_none());
     assert_eq!(row.attempts, 1);
@@ -315,7 +328,9 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     let row = env
-        .until_row(report.deliveries[0].id, |r| r.status == "Failed")
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Failed
+        })
         .await;
     assert!(
         row.error.as_deref().unwrap().contains("timed out"),
@@ -342,7 +357,9 @@ async fn a_410_gone_is_final() {
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     let row = env
-        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Exhausted
+        })
         .await;
     assert!(row.next_retry.is_none());
     assert!(row.error.as_deref().unwrap().contains("410"));
@@ -408,9 +425,9 @@ async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_reques
     let EmitError::WorkflowTransition { report, failures } = err else {
         panic!("expected a workflow failure")
     };
-    assert!(failures[0].contains("HTTP 500"), "{failures:?}");
+    assert!(failures[0].reason.contains("HTTP 500"), "{failures:?}");
     let row = env.row(report.deliveries[0].id);
-    assert_eq!(row.status, "Exhausted");
+    assert_eq!(row.status, DeliveryStatus::Exhausted);
     assert_eq!(row.attempts, 1);
     assert!(row.next_retry.is_none());
     assert_eq!(rx.count(), 1);
@@ -439,7 +456,10 @@ async fn a_successful_workflow_transition_is_delivered_synchronously() {
         .await
         .unwrap();
     assert_eq!(report.deliveries[0].status.as_str(), "Delivered");
-    assert_eq!(env.row(report.deliveries[0].id).status, "Delivered");
+    assert_eq!(
+        env.row(report.deliveries[0].id).status,
+        DeliveryStatus::Delivered
+    );
     assert_eq!(rx.count(), 1);
 }
 
@@ -483,7 +503,8 @@ async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_s
     assert_eq!(report.deliveries.len(), 2, "one per document");
     assert_eq!(report.superseded, 1);
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == "Delivered").await;
+        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
     }
     let got = rx.requests();
     assert_eq!(got.len(), 2);
@@ -530,8 +551,10 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
     }
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
-    env.until_row(report.deliveries[0].id, |r| r.status == "Delivered")
-        .await;
+    env.until_row(report.deliveries[0].id, |r| {
+        r.status == DeliveryStatus::Delivered
+    })
+    .await;
     let stats = worker.stop().await;
     assert_eq!(stats.dead_lettered, 3);
     let dead = env.queue.dead_letters(10).await.unwrap();
@@ -572,7 +595,9 @@ async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
     env.set_enabled("orders", false);
     let worker = env.start_worker(2, RetrySchedule::default());
     let row = env
-        .until_row(report.deliveries[0].id, |r| r.status == "Exhausted")
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Exhausted
+        })
         .await;
     assert!(
         row.error.as_deref().unwrap().contains("disabled"),

@@ -1,6 +1,7 @@
 //! Retries that survive an outage: the schedule on the rows, the sweeper,
 //! the retry path in the worker, and the operator's replay.
 
+use hookfleet_core::model::DeliveryStatus;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -20,12 +21,12 @@ const KEY_TTL: Duration = Duration::from_secs(600);
 /// Waits until the row's attempt is recorded and its in-flight key released
 /// (the worker acks just after writing the outcome), so a tick can take it.
 async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
-    let key = env.queue.keys().in_flight(id);
+    let key = env.queue.keys().in_flight("default", id);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let row = env.row(id);
         let held = env.keys().contains(&key);
-        if row.status != "Queued" && row.lease_expires_at.is_none() && !held {
+        if row.status != DeliveryStatus::Queued && row.lease_expires_at.is_none() && !held {
             return row;
         }
         assert!(
@@ -56,7 +57,7 @@ async fn until_all_terminal(env: &TestEnv) {
         if env
             .rows()
             .iter()
-            .all(|r| r.status == "Delivered" || r.status == "Exhausted")
+            .all(|r| r.status == DeliveryStatus::Delivered || r.status == DeliveryStatus::Exhausted)
         {
             return;
         }
@@ -83,7 +84,9 @@ async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signa
     until_idle(&env, id).await;
 
     assert_eq!(retry_now(&env, id).await, 1);
-    let row = env.until_row(id, |r| r.status == "Delivered").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
 
@@ -118,7 +121,9 @@ async fn max_retries_one_is_exhausted_after_two_attempts() {
     let id = emit_one(&env, "SO-1").await;
     until_idle(&env, id).await;
     retry_now(&env, id).await;
-    let row = env.until_row(id, |r| r.status == "Exhausted").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
+        .await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
     assert!(
@@ -145,7 +150,7 @@ async fn max_retries_two_is_still_failed_after_two_attempts() {
     let row = env
         .until_row(id, |r| r.attempts == 2 && r.lease_expires_at.is_none())
         .await;
-    assert_eq!(row.status, "Failed");
+    assert_eq!(row.status, DeliveryStatus::Failed);
     assert!(row.next_retry.is_some());
     worker.stop().await;
 }
@@ -167,7 +172,9 @@ async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_a
         env.set_due_in(id, -1.0);
         assert_eq!(sweeper.tick().await.unwrap().enqueued, 1);
     }
-    let last = env.until_row(id, |r| r.status == "Exhausted").await;
+    let last = env
+        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
+        .await;
     assert_eq!(last.attempts, 4);
     let expected = [300, 1800, 7200];
     for (got, want) in delays.iter().zip(expected) {
@@ -209,7 +216,8 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
         .await
         .unwrap();
     retry_now(&env, id).await;
-    env.until_row(id, |r| r.status == "Delivered").await;
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     let bodies: Vec<f64> = rx
         .requests()
         .iter()
@@ -233,7 +241,7 @@ async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
     {
         let mut conn = env.redis();
         redis::cmd("SET")
-            .arg(env.queue.keys().in_flight(id))
+            .arg(env.queue.keys().in_flight("default", id))
             .arg("someone")
             .arg("EX")
             .arg(60)
@@ -259,7 +267,9 @@ async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_
     until_idle(&env, id).await;
     env.set_enabled("orders", false);
     retry_now(&env, id).await;
-    let row = env.until_row(id, |r| r.status == "Exhausted").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
+        .await;
     assert!(row.error.as_deref().unwrap().contains("disabled"));
     assert_eq!(row.attempts, 1);
     assert_eq!(rx.count(), 1);
@@ -276,7 +286,8 @@ async fn a_stale_duplicate_job_is_dropped_without_a_request() {
     let failed = emit_one(&env, "SO-1").await;
     let delivered = emit_one(&env, "SO-2").await;
     until_idle(&env, failed).await;
-    env.until_row(delivered, |r| r.status == "Delivered").await;
+    env.until_row(delivered, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     let before = rx.count();
     // Jobs for a row not due yet and for a terminal row.
     {
@@ -313,7 +324,7 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     while env
         .rows()
         .iter()
-        .any(|r| r.status != "Failed" || r.lease_expires_at.is_some())
+        .any(|r| r.status != DeliveryStatus::Failed || r.lease_expires_at.is_some())
     {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -353,7 +364,7 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     assert!(env
         .rows()
         .iter()
-        .all(|r| r.status == "Delivered" && r.attempts == 2));
+        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -383,7 +394,8 @@ async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplic
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for id in ids {
-        env.until_row(id, |r| r.status == "Delivered").await;
+        env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
     }
     assert_eq!(rx.count(), 6);
     worker.stop().await;
@@ -470,7 +482,7 @@ async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once
     assert!(env
         .rows()
         .iter()
-        .all(|r| r.status == "Delivered" && r.attempts == 1));
+        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -508,10 +520,12 @@ async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_del
         .unwrap();
     assert_eq!(replayed.next_attempt, 2);
     let row = env.row(id);
-    assert_eq!(row.status, "Failed");
+    assert_eq!(row.status, DeliveryStatus::Failed);
     assert_eq!(row.max_attempts, 2);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = env.until_row(id, |r| r.status == "Delivered").await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
     assert_eq!(row.attempts, 2);
 
     let refused = env
@@ -522,7 +536,7 @@ async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_del
     env.store
         .run_sync(|c| deliveries::replay(c, id, true))
         .unwrap();
-    assert_eq!(env.row(id).status, "Failed");
+    assert_eq!(env.row(id).status, DeliveryStatus::Failed);
     worker.stop().await;
 }
 
@@ -541,7 +555,11 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     let batch = sales_orders(5);
     env.producer().emit_batch(batch).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while env.rows().iter().any(|r| r.status != "Exhausted") {
+    while env
+        .rows()
+        .iter()
+        .any(|r| r.status != DeliveryStatus::Exhausted)
+    {
         assert!(tokio::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -553,9 +571,10 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     let touched = env
         .store
         .run_sync(|c| {
+            let hook = hookfleet_core::store::webhooks::get(c, "orders")?;
             deliveries::replay_bulk(
                 c,
-                "orders",
+                hook.id,
                 hookfleet_core::model::DeliveryStatus::Exhausted,
                 since,
             )
@@ -564,18 +583,19 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     assert_eq!(touched.len(), 5);
     assert_eq!(env.sweeper(100, KEY_TTL).tick().await.unwrap().enqueued, 5);
     for t in &touched {
-        env.until_row(t.id, |r| r.status == "Delivered").await;
+        env.until_row(t.id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
     }
     let rows = env.rows();
     assert_eq!(
         rows.iter()
-            .filter(|r| r.webhook_name == "orders" && r.status == "Delivered")
+            .filter(|r| r.webhook_name == "orders" && r.status == DeliveryStatus::Delivered)
             .count(),
         5
     );
     assert_eq!(
         rows.iter()
-            .filter(|r| r.webhook_name == "other" && r.status == "Exhausted")
+            .filter(|r| r.webhook_name == "other" && r.status == DeliveryStatus::Exhausted)
             .count(),
         5
     );

@@ -361,7 +361,7 @@ impl TestEnv {
             drain_timeout: Duration::from_secs(30),
             heartbeat_ttl: hookfleet_worker::DEFAULT_HEARTBEAT_TTL,
             max_recoveries: hookfleet_worker::DEFAULT_MAX_RECOVERIES,
-            lease_margin: hookfleet_core::deliver::LEASE_MARGIN,
+            lease_margin: hookfleet_core::attempt::LEASE_MARGIN,
             shutdown: shutdown.clone(),
         };
         tune(&mut config);

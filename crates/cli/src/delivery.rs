@@ -4,7 +4,8 @@
 use anyhow::bail;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::model::{display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus};
@@ -68,46 +69,119 @@ fn parse_since(text: &str) -> anyhow::Result<DateTime<Utc>> {
     }
 }
 
-fn view(d: &DeliveryLog) -> Value {
-    let headers: Vec<Value> = d
-        .header_list()
-        .iter()
-        .map(|h| json!({ "key": h.key, "value": display_header_value(&h.key, &h.value) }))
-        .collect();
-    json!({
-        "id": d.id,
-        "event_id": d.event_id,
-        "webhook": d.webhook_name,
-        "entity_type": d.entity_type,
-        "entity_name": d.entity_name,
-        "event": d.event,
-        "url": d.url,
-        "method": d.method,
-        "headers": headers,
-        "body": d.body,
-        "queue": d.queue,
-        "status": d.status,
-        "attempts": d.attempts,
-        "max_attempts": d.max_attempts,
-        "next_retry": d.next_retry,
-        "in_flight_until": d.lease_expires_at,
-        "response_code": d.response_code,
-        "response_body": d.response_body,
-        "error": d.error,
-        "created_at": d.created_at,
-        "updated_at": d.updated_at,
-    })
+/// A header as shown: the value hidden when it looks like a credential.
+#[derive(Serialize)]
+struct HeaderView {
+    key: String,
+    value: String,
 }
 
-fn attempt_view(a: &DeliveryAttempt) -> Value {
-    json!({
-        "attempt": a.attempt,
-        "started_at": a.started_at,
-        "duration_ms": a.duration_ms,
-        "response_code": a.response_code,
-        "error": a.error,
-        "worker": a.worker,
-    })
+/// A delivery as `delivery list|show --json` print it (field names as the
+/// columns, DESIGN "Command line"); never a secret.
+#[derive(Serialize)]
+struct DeliveryView<'a> {
+    id: i64,
+    event_id: &'a str,
+    webhook: &'a str,
+    webhook_id: Option<i64>,
+    entity_type: &'a str,
+    entity_name: &'a str,
+    event: &'a str,
+    url: &'a str,
+    method: &'a str,
+    headers: Vec<HeaderView>,
+    /// Set when the stored headers cannot be read (they are not sent then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers_error: Option<String>,
+    body: &'a str,
+    queue: &'a str,
+    status: DeliveryStatus,
+    attempts: i32,
+    max_attempts: i32,
+    next_retry: Option<DateTime<Utc>>,
+    in_flight_until: Option<DateTime<Utc>>,
+    response_code: Option<i32>,
+    /// The receiver's answer as text (bytes that are not UTF-8 as U+FFFD).
+    response_body: Option<String>,
+    error: Option<&'a str>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt_log: Option<Vec<&'a DeliveryAttempt>>,
+}
+
+impl<'a> DeliveryView<'a> {
+    fn new(d: &'a DeliveryLog) -> DeliveryView<'a> {
+        let (headers, headers_error) = match d.header_list() {
+            Ok(list) => (
+                list.iter()
+                    .map(|h| HeaderView {
+                        key: h.key.clone(),
+                        value: display_header_value(&h.key, &h.value),
+                    })
+                    .collect(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        DeliveryView {
+            id: d.id,
+            event_id: &d.event_id,
+            webhook: &d.webhook_name,
+            webhook_id: d.webhook_id,
+            entity_type: &d.entity_type,
+            entity_name: &d.entity_name,
+            event: &d.event,
+            url: &d.url,
+            method: &d.method,
+            headers,
+            headers_error,
+            body: &d.body,
+            queue: &d.queue,
+            status: d.status,
+            attempts: d.attempts,
+            max_attempts: d.max_attempts,
+            next_retry: d.next_retry,
+            in_flight_until: d.lease_expires_at,
+            response_code: d.response_code,
+            response_body: d.response_text(),
+            error: d.error.as_deref(),
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+            attempt_log: None,
+        }
+    }
+
+    /// The fields a person reads, in order, as text.
+    fn lines(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        vec![
+            ("id", self.id.to_string()),
+            ("event_id", self.event_id.into()),
+            ("webhook", self.webhook.into()),
+            ("entity_type", self.entity_type.into()),
+            ("entity_name", self.entity_name.into()),
+            ("event", self.event.into()),
+            ("method", self.method.into()),
+            ("url", self.url.into()),
+            ("queue", self.queue.into()),
+            ("status", self.status.to_string()),
+            ("attempts", self.attempts.to_string()),
+            ("max_attempts", self.max_attempts.to_string()),
+            ("next_retry", opt(self.next_retry.map(|t| t.to_rfc3339()))),
+            (
+                "in_flight_until",
+                opt(self.in_flight_until.map(|t| t.to_rfc3339())),
+            ),
+            (
+                "response_code",
+                opt(self.response_code.map(|c| c.to_string())),
+            ),
+            ("error", opt(self.error.map(str::to_string))),
+            ("created_at", self.created_at.to_rfc3339()),
+            ("updated_at", self.updated_at.to_rfc3339()),
+        ]
+    }
 }
 
 fn time(t: Option<DateTime<Utc>>) -> String {
@@ -118,7 +192,7 @@ fn time(t: Option<DateTime<Utc>>) -> String {
 /// Puts replayed rows on their queues now rather than at the next sweep.
 async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Duration) -> String {
     let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-    match queue.enqueue(&items, "cli:replay", ttl).await {
+    match queue.enqueue(&items, ttl).await {
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();
             if n == rows.len() {
@@ -144,24 +218,30 @@ pub async fn run(
             limit,
             json,
         } => {
-            let filter = ListFilter {
-                status,
-                webhook,
-                limit,
-            };
-            let rows = store.run_sync(|c| deliveries::list(c, &filter))?;
+            let rows = store.run_sync(|c| {
+                let webhook = webhook
+                    .as_deref()
+                    .map(|name| deliveries::webhook_rows(c, name))
+                    .transpose()?;
+                deliveries::list(
+                    c,
+                    &ListFilter {
+                        status,
+                        webhook,
+                        limit,
+                    },
+                )
+            })?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&rows.iter().map(view).collect::<Vec<_>>())?
-                );
+                let views: Vec<DeliveryView> = rows.iter().map(DeliveryView::new).collect();
+                println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
                 let table_rows: Vec<Vec<String>> = rows
                     .iter()
                     .map(|d| {
                         vec![
                             d.id.to_string(),
-                            d.status.clone(),
+                            d.status.to_string(),
                             d.webhook_name.clone(),
                             format!("{} {}", d.entity_type, d.entity_name),
                             d.event.clone(),
@@ -193,48 +273,26 @@ pub async fn run(
         DeliveryCommand::Show { id, json } => {
             let (row, attempts) =
                 store.run_sync(|c| Ok((deliveries::get(c, id)?, deliveries::attempts(c, id)?)))?;
+            let mut view = DeliveryView::new(&row);
             if json {
-                let mut v = view(&row);
-                v["attempt_log"] = Value::Array(attempts.iter().map(attempt_view).collect());
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                view.attempt_log = Some(attempts.iter().collect());
+                println!("{}", serde_json::to_string_pretty(&view)?);
             } else {
-                let v = view(&row);
-                for key in [
-                    "id",
-                    "event_id",
-                    "webhook",
-                    "entity_type",
-                    "entity_name",
-                    "event",
-                    "method",
-                    "url",
-                    "queue",
-                    "status",
-                    "attempts",
-                    "max_attempts",
-                    "next_retry",
-                    "in_flight_until",
-                    "response_code",
-                    "error",
-                    "created_at",
-                    "updated_at",
-                ] {
-                    let text = match &v[key] {
-                        Value::Null => "-".to_string(),
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    println!("{key:<16} {text}");
+                for (key, text) in view.lines() {
+                    println!("{key:<16} {}", table::clean(&text));
                 }
-                for h in v["headers"].as_array().into_iter().flatten() {
+                for h in &view.headers {
                     println!(
                         "header           {}: {}",
-                        h["key"].as_str().unwrap_or(""),
-                        h["value"].as_str().unwrap_or("")
+                        table::clean(&h.key),
+                        table::clean(&h.value)
                     );
                 }
-                println!("body             {}", row.body);
-                if let Some(b) = &row.response_body {
+                if let Some(e) = &view.headers_error {
+                    println!("headers          {}", table::clean(e));
+                }
+                println!("body             {}", table::clean(view.body));
+                if let Some(b) = &view.response_body {
                     println!("response_body    {}", table::clip(b, 400));
                 }
                 println!();
@@ -282,8 +340,10 @@ pub async fn run(
                 bail!("bulk replay takes --status Failed or Exhausted");
             }
             let since = parse_since(&since)?;
-            store.run_sync(|c| webhooks::get(c, &webhook))?;
-            let rows = store.run_sync(|c| deliveries::replay_bulk(c, &webhook, status, since))?;
+            let rows = store.run_sync(|c| {
+                let hook = webhooks::get(c, &webhook)?;
+                deliveries::replay_bulk(c, hook.id, status, since)
+            })?;
             if rows.is_empty() {
                 println!("no {status} deliveries of {webhook} since {since}; nothing replayed");
             } else {

@@ -1,21 +1,19 @@
-//! One delivery attempt: sign the stored request afresh, send it with the
-//! webhook's timeout and no redirects, and judge the answer. Shared by the
-//! worker (every queued attempt) and the producer (workflow_transition, which
-//! is delivered synchronously).
+//! One delivery attempt on the wire: sign the stored request afresh and send
+//! it with the webhook's timeout and no redirects. Shared by the worker
+//! (every queued attempt) and the producer (workflow_transition, which is
+//! delivered synchronously); [`crate::attempt::judge`] decides what the
+//! answer means.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::model::{DeliveryStatus, Header};
-use crate::schedule::{parse_retry_after, RetrySchedule};
-use crate::sign::{signature_headers, SigningKeys};
+use crate::attempt::{AttemptReport, Claim, RESPONSE_BODY_LIMIT};
+use crate::schedule::parse_retry_after;
+use crate::sign::signature_headers;
 use crate::ssrf::{GuardedResolver, NetworkPolicy};
-
-/// How much of a response body is kept on the row. Enough for an error page's
-/// message; a receiver that answers with megabytes is not stored.
-pub const RESPONSE_BODY_LIMIT: usize = 4096;
 
 /// Ceiling on establishing a connection; the webhook's own timeout (at most
 /// 60 s) still bounds the whole request.
@@ -25,61 +23,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// close theirs at 60-75 s, and reusing a connection the peer is closing fails
 /// the request.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
-
-/// How long a claim outlives the webhook's timeout: covers reading the
-/// response and writing the outcome behind other outcomes in a batch. A worker
-/// that dies mid-attempt leaves a lease that runs out by itself after
-/// timeout + this, and the row comes due again.
-pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
-
-/// A row claimed for one attempt: everything needed to send it.
-#[derive(Debug, Clone)]
-pub struct Claim {
-    pub log_id: i64,
-    /// The attempt number this claim made (attempts after the claim). The
-    /// outcome is written only while the row still has this count: a fencing
-    /// token against a second claimant after the lease expired.
-    pub attempt: i32,
-    pub max_attempts: i32,
-    pub event_id: String,
-    pub webhook_name: String,
-    pub webhook_id: Option<i64>,
-    pub url: String,
-    pub method: String,
-    pub headers: Vec<Header>,
-    pub body: String,
-    pub timeout: Duration,
-    pub keys: SigningKeys,
-    /// The queue the job came from, for per-endpoint accounting.
-    pub queue: String,
-}
-
-/// What happened on the wire.
-#[derive(Debug, Clone)]
-pub struct AttemptReport {
-    pub started_at: DateTime<Utc>,
-    pub duration: Duration,
-    pub response_code: Option<u16>,
-    pub response_body: Option<String>,
-    pub error: Option<String>,
-    /// A `Retry-After` sent with 429 or 503.
-    pub retry_after: Option<Duration>,
-}
-
-/// The outcome of an attempt, ready to be recorded.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub log_id: i64,
-    pub attempt: i32,
-    pub status: DeliveryStatus,
-    /// For Failed: when the next attempt is due, from now.
-    pub retry_in: Option<Duration>,
-    pub response_code: Option<i32>,
-    pub response_body: Option<String>,
-    pub error: Option<String>,
-    pub started_at: DateTime<Utc>,
-    pub duration_ms: i32,
-}
 
 /// The HTTP client every attempt uses: pooled connections, no redirects (a
 /// 3xx is a failure, as in the Standard Webhooks spec), no proxy from the
@@ -126,7 +69,9 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     msg
 }
 
-async fn read_limited(mut response: reqwest::Response) -> Result<String, reqwest::Error> {
+/// The first [`RESPONSE_BODY_LIMIT`] bytes of the answer, as they came: the
+/// rest is never read into memory.
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
     let mut buf = Vec::new();
     while buf.len() < RESPONSE_BODY_LIMIT {
         match response.chunk().await? {
@@ -135,14 +80,25 @@ async fn read_limited(mut response: reqwest::Response) -> Result<String, reqwest
         }
     }
     buf.truncate(RESPONSE_BODY_LIMIT);
-    // Cut back to the last whole character, so the stored text is a prefix of
-    // what the receiver sent and never longer than the limit.
-    if let Err(e) = std::str::from_utf8(&buf) {
-        if e.error_len().is_none() {
-            buf.truncate(e.valid_up_to());
-        }
+    Ok(buf)
+}
+
+/// The claim's static headers, checked: a stored name or value that is not
+/// valid in HTTP makes the request unsendable, never silently dropped.
+fn static_headers(claim: &Claim) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for h in &claim.headers {
+        let name = HeaderName::from_bytes(h.key.as_bytes())
+            .map_err(|_| format!("stored header name {:?} is not valid in HTTP", h.key))?;
+        let value = HeaderValue::from_str(&h.value).map_err(|_| {
+            format!(
+                "the stored value of header {:?} is not valid in HTTP",
+                h.key
+            )
+        })?;
+        map.append(name, value);
     }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok(map)
 }
 
 /// Signs and sends `claim` once.
@@ -153,31 +109,38 @@ pub async fn send(
 ) -> AttemptReport {
     let started_at = Utc::now();
     let clock = Instant::now();
-    let failed = |error: String| AttemptReport {
-        started_at,
-        duration: clock.elapsed(),
-        response_code: None,
-        response_body: None,
-        error: Some(error),
-        retry_after: None,
-    };
+    let failed = |error: String| AttemptReport::failed(started_at, clock.elapsed(), error);
 
+    if let Some(defect) = &claim.defect {
+        return AttemptReport::unsendable(started_at, defect.clone());
+    }
     let url = match url::Url::parse(&claim.url) {
         Ok(u) => u,
-        Err(e) => return failed(format!("stored URL is not valid: {e}")),
+        Err(e) => {
+            return AttemptReport::unsendable(started_at, format!("stored URL is not valid: {e}"))
+        }
     };
     if let Err(reason) = policy.check_url(&url) {
         return failed(reason);
     }
     let method = match reqwest::Method::from_bytes(claim.method.as_bytes()) {
         Ok(m) => m,
-        Err(_) => return failed(format!("stored method {:?} is not valid", claim.method)),
+        Err(_) => {
+            return AttemptReport::unsendable(
+                started_at,
+                format!("stored method {:?} is not valid", claim.method),
+            )
+        }
+    };
+    let headers = match static_headers(claim) {
+        Ok(h) => h,
+        Err(reason) => return AttemptReport::unsendable(started_at, reason),
     };
 
-    let mut request = client.request(method, url).timeout(claim.timeout);
-    for h in &claim.headers {
-        request = request.header(h.key.as_str(), h.value.as_str());
-    }
+    let mut request = client
+        .request(method, url)
+        .timeout(claim.timeout)
+        .headers(headers);
     for (name, value) in signature_headers(
         &claim.keys,
         &claim.event_id,
@@ -216,6 +179,7 @@ pub async fn send(
                 Some(format!("HTTP {status}"))
             },
             retry_after,
+            unsendable: false,
         },
         Ok(Err(e)) => failed(describe(&e, claim.timeout)),
         Err(_) => failed(format!(
@@ -223,52 +187,4 @@ pub async fn send(
             crate::config::format_duration(claim.timeout)
         )),
     }
-}
-
-/// Turns an attempt into an outcome: 2xx → Delivered; 410 → Exhausted; any
-/// other answer or error → Failed with the schedule's next time while
-/// attempts remain (and `retries_allowed`), else Exhausted.
-pub fn judge(
-    claim: &Claim,
-    report: &AttemptReport,
-    schedule: &RetrySchedule,
-    retries_allowed: bool,
-) -> Outcome {
-    let code = report.response_code;
-    let mut outcome = Outcome {
-        log_id: claim.log_id,
-        attempt: claim.attempt,
-        status: DeliveryStatus::Delivered,
-        retry_in: None,
-        response_code: code.map(i32::from),
-        response_body: report.response_body.clone(),
-        error: report.error.clone(),
-        started_at: report.started_at,
-        duration_ms: report.duration.as_millis().min(i32::MAX as u128) as i32,
-    };
-    match code {
-        Some(c) if (200..300).contains(&c) => {}
-        Some(410) => {
-            outcome.status = DeliveryStatus::Exhausted;
-            outcome.error = Some("HTTP 410 Gone: the receiver asked for no more deliveries".into());
-        }
-        _ if retries_allowed && claim.attempt < claim.max_attempts => {
-            outcome.status = DeliveryStatus::Failed;
-            outcome.retry_in =
-                Some(schedule.delay_with_retry_after(claim.attempt as u32, report.retry_after));
-        }
-        _ => {
-            outcome.status = DeliveryStatus::Exhausted;
-            let reason = report.error.clone().unwrap_or_else(|| "failed".into());
-            outcome.error = Some(if retries_allowed {
-                format!(
-                    "{reason} (attempt {} of {}; no retries left)",
-                    claim.attempt, claim.max_attempts
-                )
-            } else {
-                reason
-            });
-        }
-    }
-    outcome
 }

@@ -34,60 +34,57 @@ pub enum RenderError {
     BodyTooLarge { size: usize, limit: usize },
 }
 
-/// Postgres could not do what was asked.
+/// Postgres could not do what was asked. [`crate::store::Store`] sorts every
+/// failure by the connection's state, never by the message's words (which a
+/// localized server translates): the database did not answer
+/// ([`StoreError::Unavailable`]: keep what you hold and retry), or it answered
+/// and refused this statement while the connection still works
+/// ([`StoreError::Rejected`]: the same statement fails the same way).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database did not answer (down, restarting, pool exhausted): worth
-    /// retrying with backoff.
+    /// The database did not answer (down, restarting, the connection lost,
+    /// the pool exhausted): worth retrying with backoff.
     #[error("database unavailable: {0}")]
     Unavailable(String),
-    /// The database answered with an error.
+    /// The database refused this statement and still answers others: its
+    /// data or its shape is at fault, not the database's availability.
+    #[error("the database refused the statement: {0}")]
+    Rejected(diesel::result::Error),
+    /// Any other failure of a query (a result that does not decode, say):
+    /// nothing says whether trying again helps.
     #[error("database error: {0}")]
     Query(#[from] diesel::result::Error),
     #[error("{0} not found")]
     NotFound(String),
-    /// The operation is not allowed in the row's current state.
+    /// The operation is not allowed in the current state.
     #[error("{0}")]
-    Refused(String),
+    Refused(Refusal),
     #[error("migration failed: {0}")]
     Migration(String),
+}
+
+/// Why an operation was refused; the message says what to do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("a webhook named {0:?} already exists")]
+    NameTaken(String),
+    #[error("delivery {0} was already Delivered; replay it anyway with --force")]
+    AlreadyDelivered(i64),
+    #[error("delivery {0} has an attempt in flight; try again once it is recorded")]
+    InFlight(i64),
+    #[error("delivery {0} is Queued: its first attempt is already on its way")]
+    NotYetAttempted(i64),
+    #[error("Queued rows are already on their way; nothing to replay")]
+    BulkQueued,
 }
 
 impl StoreError {
     /// True when the failure is the database's availability, not the request:
     /// the caller should keep what it holds and try again.
     pub fn is_transient(&self) -> bool {
-        use diesel::result::{DatabaseErrorKind as Kind, Error as E};
-        match self {
-            StoreError::Unavailable(_) => true,
-            StoreError::Query(E::DatabaseError(kind, info)) => {
-                matches!(kind, Kind::ClosedConnection | Kind::SerializationFailure)
-                    || TRANSIENT_MESSAGES
-                        .iter()
-                        .any(|m| info.message().contains(m))
-            }
-            StoreError::Query(E::BrokenTransactionManager) => true,
-            StoreError::Query(other) => {
-                let text = other.to_string();
-                TRANSIENT_MESSAGES.iter().any(|m| text.contains(m))
-            }
-            _ => false,
-        }
+        matches!(self, StoreError::Unavailable(_))
     }
 }
-
-/// What libpq and Postgres say when the server went away or is restarting.
-const TRANSIENT_MESSAGES: &[&str] = &[
-    "terminating connection",
-    "server closed the connection",
-    "no connection to the server",
-    "connection to server",
-    "could not connect",
-    "the database system is",
-    "Connection refused",
-    "could not receive data from server",
-    "could not send data to server",
-];
 
 impl From<diesel::r2d2::PoolError> for StoreError {
     fn from(e: diesel::r2d2::PoolError) -> Self {

@@ -9,7 +9,9 @@
 //!   selections: a document in, the frozen request out.
 //! - [`schedule`]: the retry schedule, the one place that knows retry delays.
 //! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
-//! - [`deliver`]: one attempt on the wire (sign, send, judge).
+//! - [`attempt`]: one attempt as data (claim, report, outcome) and how an
+//!   answer is judged.
+//! - [`deliver`]: one attempt on the wire (sign, send).
 //! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
 //! - [`store`]: Postgres through diesel: the record of every delivery.
 //! - [`queue`]: Redis: jobs and in-flight keys.
@@ -21,6 +23,7 @@
 //! - [`config`]: settings shared by every binary (flags with env fallbacks).
 //! - [`error`]: the error types callers match on.
 
+pub mod attempt;
 pub mod backoff;
 pub mod config;
 pub mod dead;

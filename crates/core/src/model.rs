@@ -6,15 +6,23 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use diesel::deserialize::{self, FromSql, FromSqlRow};
+use diesel::expression::AsExpression;
+use diesel::pg::{Pg, PgValue};
 use diesel::prelude::*;
+use diesel::serialize::{self, IsNull, Output, ToSql};
 use serde::{Deserialize, Serialize};
 
-use crate::schema::{webhook_delivery_attempts, webhook_request_logs, webhooks};
+use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
 use crate::sign::{Secret, SigningKeys};
 
 /// Where a delivery stands. "next_retry is set ⇔ Queued or Failed" holds on
-/// every row (a CHECK constraint).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// every row (a CHECK constraint). Stored as the Postgres enum
+/// `delivery_status`, so no row can hold anything else.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, AsExpression, FromSqlRow,
+)]
+#[diesel(sql_type = sql_types::DeliveryStatus)]
 pub enum DeliveryStatus {
     /// Recorded at emit; the first attempt is on a queue.
     Queued,
@@ -45,6 +53,24 @@ impl DeliveryStatus {
 
     pub fn is_terminal(self) -> bool {
         matches!(self, DeliveryStatus::Delivered | DeliveryStatus::Exhausted)
+    }
+}
+
+impl ToSql<sql_types::DeliveryStatus, Pg> for DeliveryStatus {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
+        use std::io::Write;
+        out.write_all(self.as_str().as_bytes())?;
+        Ok(IsNull::No)
+    }
+}
+
+impl FromSql<sql_types::DeliveryStatus, Pg> for DeliveryStatus {
+    fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
+        let label = std::str::from_utf8(value.as_bytes())?;
+        DeliveryStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == label)
+            .ok_or_else(|| format!("unknown delivery status {label:?}").into())
     }
 }
 
@@ -412,7 +438,7 @@ impl From<&WebhookSpec> for WebhookRow {
 }
 
 /// A delivery record as stored.
-#[derive(Debug, Clone, Queryable, Selectable, Identifiable, Serialize)]
+#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
 #[diesel(table_name = webhook_request_logs, check_for_backend(diesel::pg::Pg))]
 pub struct DeliveryLog {
     pub id: i64,
@@ -427,26 +453,41 @@ pub struct DeliveryLog {
     pub headers: serde_json::Value,
     pub body: String,
     pub queue: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i32,
     pub max_attempts: i32,
     pub next_retry: Option<DateTime<Utc>>,
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub response_code: Option<i32>,
-    pub response_body: Option<String>,
+    /// The receiver's answer as it came (bytes: it may be binary), cut at
+    /// [`crate::attempt::RESPONSE_BODY_LIMIT`].
+    pub response_body: Option<Vec<u8>>,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The fencing token of the latest claim or replay.
+    pub claim_token: i64,
 }
 
 impl DeliveryLog {
-    pub fn status(&self) -> DeliveryStatus {
-        self.status.parse().unwrap_or(DeliveryStatus::Exhausted)
+    /// The stored static headers; an error says the stored value is not a
+    /// header list (it never is unless written by hand).
+    pub fn header_list(&self) -> Result<Vec<Header>, String> {
+        parse_headers(&self.headers)
     }
 
-    pub fn header_list(&self) -> Vec<Header> {
-        serde_json::from_value(self.headers.clone()).unwrap_or_default()
+    /// The response body as text for people: invalid UTF-8 shown as U+FFFD.
+    pub fn response_text(&self) -> Option<String> {
+        self.response_body
+            .as_deref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
     }
+}
+
+/// Reads a stored header list (`[{"key": …, "value": …}, …]`).
+pub fn parse_headers(value: &serde_json::Value) -> Result<Vec<Header>, String> {
+    serde_json::from_value(value.clone())
+        .map_err(|e| format!("the stored headers are not a list of key/value pairs: {e}"))
 }
 
 /// A row to insert at emit time.
@@ -464,12 +505,14 @@ pub struct NewDelivery {
     pub headers: serde_json::Value,
     pub body: String,
     pub queue: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i32,
     pub max_attempts: i32,
     pub next_retry: Option<DateTime<Utc>>,
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// 1 for a row recorded already claimed (workflow_transition), else 0.
+    pub claim_token: i64,
 }
 
 /// A fresh event id, sent as `webhook-id`: `msg_` and a time-ordered UUID.

@@ -6,10 +6,14 @@
 //!   workers move from the right end, so jobs run oldest first.
 //! - `{Q}:processing:<worker>`: what a worker has taken and not acked yet;
 //!   the same `{Q}` hash tag keeps it in its queue's Redis Cluster slot.
-//! - `webhook_retry::<log id>`: the in-flight key. Whoever enqueues a row takes
-//!   it first (SET NX EX, in the same script as the LPUSH, so a crash can never
-//!   leave a key without its job); the worker deletes it once the attempt's
-//!   outcome is written; its TTL is the backstop for a lost job.
+//! - `{Q}:webhook_retry::<log id>`: the in-flight key, in its queue's hash
+//!   slot. Whoever enqueues a row takes it first (SET NX EX, in the same
+//!   script as the LPUSH, so a crash can never leave a key without its job);
+//!   its value is a token that the job carries, and the worker deletes the key
+//!   once the attempt's outcome is written, only if it still holds that token
+//!   (a stale job never releases a newer enqueue's key); its TTL is the
+//!   backstop for a lost job. Keys of the earlier form `webhook_retry::<id>`
+//!   (no hash tag) are still honoured until they expire.
 //! - `dead`: the dead-letter list (jobs that cannot be parsed or name no row).
 //!
 //! Redis only carries work; Postgres holds the record. Losing every key here
@@ -39,14 +43,28 @@ pub const ENQUEUE_CHUNK: usize = 500;
 
 /// A job on a queue. Versioned so a future format can live beside this one.
 /// `webhook_id` lets a worker apply the webhook's concurrency limit before
-/// claiming the row; a job without it (older, or written by hand) is still
-/// delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// claiming the row; `token` is the value of the in-flight key its enqueue
+/// took, so only this job releases that key. A job without them (older, or
+/// written by hand) is still delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub v: u32,
     pub log_id: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// Why a job cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("job does not parse: {0}")]
+    Malformed(String),
+    #[error("job version {0} is not supported (this worker reads version 1)")]
+    Version(u32),
+    #[error("job names log id {0}, which cannot exist")]
+    BadLogId(i64),
 }
 
 impl Job {
@@ -55,44 +73,48 @@ impl Job {
             v: 1,
             log_id,
             webhook_id: None,
+            token: None,
         }
     }
 
     pub fn for_webhook(log_id: i64, webhook_id: Option<i64>) -> Self {
         Job {
-            v: 1,
-            log_id,
             webhook_id,
+            ..Job::new(log_id)
         }
     }
 
     pub fn encode(&self) -> String {
-        match self.webhook_id {
-            Some(w) => format!(
-                "{{\"v\":{},\"log_id\":{},\"webhook_id\":{}}}",
-                self.v, self.log_id, w
-            ),
-            None => format!("{{\"v\":{},\"log_id\":{}}}", self.v, self.log_id),
+        use std::fmt::Write;
+        let mut out = format!("{{\"v\":{},\"log_id\":{}", self.v, self.log_id);
+        if let Some(w) = self.webhook_id {
+            let _ = write!(out, ",\"webhook_id\":{w}");
         }
+        if let Some(t) = &self.token {
+            // Tokens are hex: nothing to escape.
+            let _ = write!(out, ",\"token\":\"{t}\"");
+        }
+        out.push('}');
+        out
     }
 
     /// Parses a job; the error says what is wrong with it.
-    pub fn decode(raw: &str) -> Result<Job, String> {
-        let job: Job = serde_json::from_str(raw).map_err(|e| format!("job does not parse: {e}"))?;
+    pub fn decode(raw: &str) -> Result<Job, JobError> {
+        let job: Job = serde_json::from_str(raw).map_err(|e| JobError::Malformed(e.to_string()))?;
         if job.v != 1 {
-            return Err(format!(
-                "job version {} is not supported (this worker reads version 1)",
-                job.v
-            ));
+            return Err(JobError::Version(job.v));
         }
         if job.log_id <= 0 {
-            return Err(format!(
-                "job names log id {}, which cannot exist",
-                job.log_id
-            ));
+            return Err(JobError::BadLogId(job.log_id));
         }
         Ok(job)
     }
+}
+
+/// A fresh in-flight key token: 64 random bits, hex. Two enqueues of one row
+/// never share one, so a key is released only by the job its enqueue pushed.
+pub fn new_token() -> String {
+    format!("{:016x}", fastrand::u64(..))
 }
 
 /// Key names under one prefix.
@@ -120,7 +142,15 @@ impl Keys {
         format!("{}{{{}}}:processing:{}", self.prefix, queue, worker)
     }
 
-    pub fn in_flight(&self, log_id: i64) -> String {
+    /// The in-flight key of a row enqueued on `queue`: in the queue's hash
+    /// slot, so one script can take it and push the job on Redis Cluster.
+    pub fn in_flight(&self, queue: &str, log_id: i64) -> String {
+        format!("{}{{{}}}:webhook_retry::{}", self.prefix, queue, log_id)
+    }
+
+    /// The in-flight key as versions before the hash tag wrote it; honoured
+    /// (never written) until such keys expire.
+    pub fn legacy_in_flight(&self, log_id: i64) -> String {
         format!("{}webhook_retry::{}", self.prefix, log_id)
     }
 
@@ -151,22 +181,52 @@ impl Keys {
 }
 
 /// Takes each row's in-flight key and pushes its job, as one step per row.
-/// KEYS: in-flight key and queue for each row, interleaved.
-/// ARGV: TTL seconds, owner, then one job per row. Returns 1 (enqueued) or 0
+/// KEYS: in-flight key, legacy in-flight key and queue for each row.
+/// ARGV: TTL seconds, token, then one job per row. Returns 1 (enqueued) or 0
 /// (key held: already on its way) per row.
 const ENQUEUE_LUA: &str = r"
 local ttl = ARGV[1]
-local owner = ARGV[2]
+local token = ARGV[2]
 local out = {}
-for i = 1, #KEYS / 2 do
-  if redis.call('SET', KEYS[2 * i - 1], owner, 'NX', 'EX', ttl) then
-    redis.call('LPUSH', KEYS[2 * i], ARGV[i + 2])
+for i = 1, #KEYS / 3 do
+  if redis.call('EXISTS', KEYS[3 * i - 1]) == 0
+     and redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'EX', ttl) then
+    redis.call('LPUSH', KEYS[3 * i], ARGV[i + 2])
     out[i] = 1
   else
     out[i] = 0
   end
 end
 return out
+";
+
+/// Acknowledges jobs of one processing list (KEYS[1]): removes each and
+/// releases its row's in-flight key (KEYS[i + 1]) if the key still holds the
+/// job's token (ARGV: job, token, per job; an empty token releases nothing).
+const ACK_LUA: &str = r"
+for i = 1, #ARGV / 2 do
+  redis.call('LREM', KEYS[1], 1, ARGV[2 * i - 1])
+  local token = ARGV[2 * i]
+  if token ~= '' and redis.call('GET', KEYS[i + 1]) == token then
+    redis.call('DEL', KEYS[i + 1])
+  end
+end
+return 0
+";
+
+/// Moves one job from a processing list (KEYS[1]) to a queue (KEYS[2]), at
+/// the consuming end (ARGV[2] = 'R') or the back ('L'), only if the list still
+/// held it: a job acked meanwhile is never pushed a second time.
+const PUT_BACK_LUA: &str = r"
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
+  if ARGV[2] == 'R' then
+    redis.call('RPUSH', KEYS[2], ARGV[1])
+  else
+    redis.call('LPUSH', KEYS[2], ARGV[1])
+  end
+  return 1
+end
+return 0
 ";
 
 /// Moves up to ARGV[1] jobs from a queue (KEYS[1]) to a processing list
@@ -240,6 +300,18 @@ pub struct RedisQueue {
     enqueue: Script,
     take: Script,
     take_fair: Script,
+    ack: Script,
+    put_back: Script,
+}
+
+/// One job to acknowledge: where it is held, and its row's key to release.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    pub queue: String,
+    pub processing: String,
+    pub raw: String,
+    /// The row and the token its enqueue took, when the job carries one.
+    pub release: Option<(i64, String)>,
 }
 
 impl RedisQueue {
@@ -264,6 +336,8 @@ impl RedisQueue {
             enqueue: Script::new(ENQUEUE_LUA),
             take: Script::new(TAKE_LUA),
             take_fair: Script::new(TAKE_FAIR_LUA),
+            ack: Script::new(ACK_LUA),
+            put_back: Script::new(PUT_BACK_LUA),
         })
     }
 
@@ -291,15 +365,10 @@ impl RedisQueue {
             .await?)
     }
 
-    /// Takes each row's in-flight key (TTL `ttl`, value `owner`) and pushes its
-    /// job; a row whose key is held is skipped. Returns, per row, whether it
-    /// was enqueued.
-    pub async fn enqueue(
-        &self,
-        rows: &[Enqueue],
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Vec<bool>, QueueError> {
+    /// Takes each row's in-flight key (TTL `ttl`, a fresh token as its value)
+    /// and pushes its job carrying the token; a row whose key is held is
+    /// skipped. Returns, per row, whether it was enqueued.
+    pub async fn enqueue(&self, rows: &[Enqueue], ttl: Duration) -> Result<Vec<bool>, QueueError> {
         let mut out = Vec::with_capacity(rows.len());
         if rows.is_empty() {
             return Ok(out);
@@ -307,15 +376,21 @@ impl RedisQueue {
         let mut conn = self.conn().await?;
         let ttl = ttl.as_secs().max(1);
         for chunk in rows.chunks(ENQUEUE_CHUNK) {
+            let token = new_token();
             let mut invocation = self.enqueue.prepare_invoke();
             for row in chunk {
                 invocation
-                    .key(self.keys.in_flight(row.log_id))
+                    .key(self.keys.in_flight(&row.queue, row.log_id))
+                    .key(self.keys.legacy_in_flight(row.log_id))
                     .key(self.keys.queue(&row.queue));
             }
-            invocation.arg(ttl).arg(owner);
+            invocation.arg(ttl).arg(&token);
             for row in chunk {
-                invocation.arg(Job::for_webhook(row.log_id, row.webhook_id).encode());
+                let job = Job {
+                    token: Some(token.clone()),
+                    ..Job::for_webhook(row.log_id, row.webhook_id)
+                };
+                invocation.arg(job.encode());
             }
             let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
             out.extend(flags.into_iter().map(|f| f == 1));
@@ -386,59 +461,85 @@ impl RedisQueue {
             .await?)
     }
 
-    /// Acks jobs: removes each from its processing list and, where given,
-    /// releases the row's in-flight key. One round trip.
-    pub async fn ack(&self, items: &[(String, String, Option<i64>)]) -> Result<(), QueueError> {
+    /// Acks jobs: removes each from its processing list and releases its
+    /// row's in-flight key if the key still holds the job's token. One script
+    /// call per processing list.
+    pub async fn ack(&self, items: &[Ack]) -> Result<(), QueueError> {
         if items.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        for (processing, job, release) in items {
-            pipe.lrem(processing, 1, job).ignore();
-            if let Some(id) = release {
-                pipe.del(self.keys.in_flight(*id)).ignore();
-            }
+        let mut by_list: std::collections::BTreeMap<&str, Vec<&Ack>> = Default::default();
+        for item in items {
+            by_list
+                .entry(item.processing.as_str())
+                .or_default()
+                .push(item);
         }
         let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut *conn).await?;
+        for (processing, items) in by_list {
+            let mut invocation = self.ack.prepare_invoke();
+            invocation.key(processing);
+            for item in &items {
+                match &item.release {
+                    Some((log_id, token)) => {
+                        invocation
+                            .key(self.keys.in_flight(&item.queue, *log_id))
+                            .arg(&item.raw)
+                            .arg(token);
+                    }
+                    None => {
+                        // A key that is never read: the job releases nothing.
+                        invocation.key(processing).arg(&item.raw).arg("");
+                    }
+                }
+            }
+            invocation.invoke_async::<()>(&mut *conn).await?;
+        }
         Ok(())
     }
 
-    /// Puts a taken job back at the consuming end of its queue, atomically
-    /// with removing it from the processing list (same hash tag, same slot).
+    /// Puts a taken job back at the consuming end of its queue (it is taken
+    /// next), atomically with removing it from the processing list. Returns
+    /// false when the list no longer held it (nothing was pushed).
     pub async fn requeue(
         &self,
         processing: &str,
         queue: &str,
         job: &str,
-    ) -> Result<(), QueueError> {
-        let mut conn = self.conn().await?;
-        redis::pipe()
-            .atomic()
-            .lrem(processing, 1, job)
-            .ignore()
-            .rpush(self.keys.queue(queue), job)
-            .ignore()
-            .query_async::<()>(&mut *conn)
-            .await?;
-        Ok(())
+    ) -> Result<bool, QueueError> {
+        self.put_back(processing, queue, job, "R").await
     }
 
     /// Sends a taken job to the back of its queue (the producing end),
     /// atomically with removing it from the processing list: a job whose
     /// webhook is at its concurrency limit waits its turn again instead of
-    /// holding a slot.
-    pub async fn bounce(&self, processing: &str, queue: &str, job: &str) -> Result<(), QueueError> {
+    /// holding a slot. Returns false when the list no longer held it.
+    pub async fn bounce(
+        &self,
+        processing: &str,
+        queue: &str,
+        job: &str,
+    ) -> Result<bool, QueueError> {
+        self.put_back(processing, queue, job, "L").await
+    }
+
+    async fn put_back(
+        &self,
+        processing: &str,
+        queue: &str,
+        job: &str,
+        end: &str,
+    ) -> Result<bool, QueueError> {
         let mut conn = self.conn().await?;
-        redis::pipe()
-            .atomic()
-            .lrem(processing, 1, job)
-            .ignore()
-            .lpush(self.keys.queue(queue), job)
-            .ignore()
-            .query_async::<()>(&mut *conn)
+        let moved: i64 = self
+            .put_back
+            .key(processing)
+            .key(self.keys.queue(queue))
+            .arg(job)
+            .arg(end)
+            .invoke_async(&mut *conn)
             .await?;
-        Ok(())
+        Ok(moved == 1)
     }
 
     /// Jobs waiting on `queue`.
@@ -460,15 +561,27 @@ mod tests {
         assert_eq!(w.encode(), r#"{"v":1,"log_id":42,"webhook_id":7}"#);
         assert_eq!(Job::decode(&w.encode()).unwrap(), w);
         assert_eq!(Job::decode(&j.encode()).unwrap(), j);
-        assert!(Job::decode("not json")
-            .unwrap_err()
-            .contains("does not parse"));
-        assert!(Job::decode(r#"{"v":2,"log_id":1}"#)
-            .unwrap_err()
-            .contains("version 2"));
-        assert!(Job::decode(r#"{"v":1,"log_id":0}"#)
-            .unwrap_err()
-            .contains("cannot exist"));
+        let t = Job {
+            token: Some("00ff".into()),
+            ..Job::for_webhook(42, Some(7))
+        };
+        assert_eq!(
+            t.encode(),
+            r#"{"v":1,"log_id":42,"webhook_id":7,"token":"00ff"}"#
+        );
+        assert_eq!(Job::decode(&t.encode()).unwrap(), t);
+        assert!(matches!(
+            Job::decode("not json"),
+            Err(JobError::Malformed(_))
+        ));
+        assert_eq!(
+            Job::decode(r#"{"v":2,"log_id":1}"#),
+            Err(JobError::Version(2))
+        );
+        assert_eq!(
+            Job::decode(r#"{"v":1,"log_id":0}"#),
+            Err(JobError::BadLogId(0))
+        );
     }
 
     #[test]
@@ -479,6 +592,9 @@ mod tests {
             k.processing("default", "w1"),
             "hookfleet:{default}:processing:w1"
         );
-        assert_eq!(k.in_flight(7), "hookfleet:webhook_retry::7");
+        assert_eq!(
+            k.in_flight("default", 7),
+            "hookfleet:{default}:webhook_retry::7"
+        );
     }
 }

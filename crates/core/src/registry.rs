@@ -64,6 +64,12 @@ while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do n = n + 1 end
 return n
 ";
 
+/// Deletes KEYS[1] only if it holds ARGV[1] (compare-and-delete).
+const RELEASE_IF_OWNED_LUA: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
 /// What one reaping pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
@@ -177,7 +183,13 @@ impl RedisQueue {
             }
             let _: () = conn.hdel(self.keys.workers(), &worker).await?;
         }
-        let _: () = conn.del(self.keys.reaper_lock()).await?;
+        // Released only if still ours: a pass that outlived the lock must not
+        // free the next reaper's.
+        let _: i64 = Script::new(RELEASE_IF_OWNED_LUA)
+            .key(self.keys.reaper_lock())
+            .arg(me)
+            .invoke_async(&mut *conn)
+            .await?;
         Ok(Some(reaped))
     }
 

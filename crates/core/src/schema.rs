@@ -1,5 +1,12 @@
 //! Diesel's view of the tables created by `migrations/`.
 
+pub mod sql_types {
+    /// The Postgres enum `delivery_status` (see [`crate::model::DeliveryStatus`]).
+    #[derive(diesel::sql_types::SqlType, diesel::query_builder::QueryId)]
+    #[diesel(postgres_type(name = "delivery_status"))]
+    pub struct DeliveryStatus;
+}
+
 diesel::table! {
     webhooks (id) {
         id -> Int8,
@@ -35,6 +42,9 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::sql_types::DeliveryStatus;
+
     webhook_request_logs (id) {
         id -> Int8,
         event_id -> Text,
@@ -48,16 +58,17 @@ diesel::table! {
         headers -> Jsonb,
         body -> Text,
         queue -> Text,
-        status -> Text,
+        status -> DeliveryStatus,
         attempts -> Int4,
         max_attempts -> Int4,
         next_retry -> Nullable<Timestamptz>,
         lease_expires_at -> Nullable<Timestamptz>,
         response_code -> Nullable<Int4>,
-        response_body -> Nullable<Text>,
+        response_body -> Nullable<Bytea>,
         error -> Nullable<Text>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        claim_token -> Int8,
     }
 }
 

@@ -21,11 +21,14 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::backoff::Backoff;
 use hookfleet_core::config::format_duration;
-use hookfleet_core::deliver::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::deliver;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::model::{
-    check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook,
+    check_event_id, new_event_id, parse_headers, process_identity, DeliveryStatus, NewDelivery,
+    Webhook,
 };
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
@@ -40,6 +43,10 @@ pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
 /// The largest document accepted: bodies are capped at 1 MiB, and a
 /// document is rarely more than a few times its body.
 pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// The longest entity type, event or document name accepted: Frappe's names
+/// are at most 140 characters; 1 KiB leaves room for any encoding of them.
+pub const MAX_REFERENCE_BYTES: usize = 1024;
 
 /// An event as an application reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,6 +84,16 @@ impl Event {
         ] {
             if v.trim().is_empty() {
                 return Err(EmitError::Invalid(format!("the {what} is empty")));
+            }
+            if v.len() > MAX_REFERENCE_BYTES {
+                return Err(EmitError::Invalid(format!(
+                    "the {what} is over {MAX_REFERENCE_BYTES} bytes"
+                )));
+            }
+            if v.chars().any(char::is_control) {
+                return Err(EmitError::Invalid(format!(
+                    "the {what} contains a control character"
+                )));
             }
         }
         if let Some(id) = &self.event_id {
@@ -129,17 +146,44 @@ pub struct EmitReport {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
+    /// The event itself is refused (the caller's to fix).
     #[error("{0}")]
     Invalid(String),
     /// Nothing was recorded.
     #[error("nothing was recorded: {0}")]
     Store(#[from] StoreError),
-    /// A workflow_transition delivery failed (recorded Exhausted).
-    #[error("workflow_transition delivery failed: {}", .failures.join("; "))]
+    /// A workflow_transition could not be delivered (recorded Exhausted).
+    #[error("workflow_transition failed: {}", describe_failures(.failures))]
     WorkflowTransition {
-        report: EmitReport,
-        failures: Vec<String>,
+        report: Box<EmitReport>,
+        failures: Vec<TransitionFailure>,
     },
+    /// A workflow_transition was sent, but its outcome could not be written:
+    /// the row stays claimed, and becomes Exhausted (never sent again) when
+    /// its lease ends.
+    #[error("workflow_transition to {webhook} was sent, but its outcome could not be recorded ({error}); the delivery becomes Exhausted when its lease ends and is never sent again")]
+    TransitionUnrecorded {
+        report: Box<EmitReport>,
+        webhook: String,
+        error: StoreError,
+    },
+}
+
+/// One workflow_transition delivery that failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransitionFailure {
+    pub webhook: String,
+    pub reason: String,
+    /// False when the request could not even be built (nothing was sent).
+    pub sent: bool,
+}
+
+fn describe_failures(failures: &[TransitionFailure]) -> String {
+    failures
+        .iter()
+        .map(|f| format!("{}: {}", f.webhook, f.reason))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Producer settings.
@@ -207,6 +251,9 @@ struct Plan {
     rows: Vec<(NewDelivery, Arc<Webhook>)>,
     /// Indexes into `rows` of workflow_transition rows, delivered here.
     synchronous: Vec<usize>,
+    /// Indexes into `rows` of workflow_transition rows whose request could
+    /// not be built: recorded Exhausted, and the emit fails.
+    unbuildable_transitions: Vec<usize>,
     superseded: usize,
 }
 
@@ -250,6 +297,7 @@ fn plan(
     let grace = chrono::Duration::from_std(queue_grace).unwrap_or(chrono::Duration::minutes(10));
     let mut rows = Vec::with_capacity(plan.len());
     let mut synchronous = Vec::new();
+    let mut unbuildable_transitions = Vec::new();
     for p in &plan {
         let e = &events[p.event_index];
         let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
@@ -275,7 +323,7 @@ fn plan(
             headers: Value::Array(vec![]),
             body: String::new(),
             queue: hook.queue.clone(),
-            status: DeliveryStatus::Queued.as_str().into(),
+            status: DeliveryStatus::Queued,
             attempts: 0,
             max_attempts: if workflow {
                 1
@@ -285,6 +333,7 @@ fn plan(
             next_retry: Some(now + grace),
             lease_expires_at: None,
             error: None,
+            claim_token: 0,
         };
         match built {
             Ok(req) => {
@@ -300,15 +349,19 @@ fn plan(
                         + chrono::Duration::from_std(hook.timeout() + LEASE_MARGIN)
                             .unwrap_or_default();
                     row.attempts = 1;
+                    row.claim_token = 1;
                     row.lease_expires_at = Some(lease);
                     row.next_retry = Some(lease);
                     synchronous.push(rows.len());
                 }
             }
             Err(reason) => {
-                row.status = DeliveryStatus::Exhausted.as_str().into();
+                row.status = DeliveryStatus::Exhausted;
                 row.next_retry = None;
                 row.error = Some(format!("request could not be built: {reason}"));
+                if workflow {
+                    unbuildable_transitions.push(rows.len());
+                }
             }
         }
         rows.push((row, hook.clone()));
@@ -316,6 +369,7 @@ fn plan(
     Plan {
         rows,
         synchronous,
+        unbuildable_transitions,
         superseded,
     }
 }
@@ -365,6 +419,7 @@ impl Producer {
             Plan {
                 rows,
                 synchronous,
+                unbuildable_transitions,
                 superseded,
             },
         ) = tokio::task::spawn_blocking(move || {
@@ -450,9 +505,7 @@ impl Producer {
                     "it failed moments ago".into(),
                 ))
             } else {
-                self.queue
-                    .enqueue(&items, &self.identity, self.config.queue_grace)
-                    .await
+                self.queue.enqueue(&items, self.config.queue_grace).await
             };
             match result {
                 Ok(flags) => {
@@ -477,31 +530,58 @@ impl Producer {
         }
 
         let mut failures = Vec::new();
+        for &i in &unbuildable_transitions {
+            let (row, _) = &rows[i];
+            let fresh = report.deliveries.iter().any(|d| {
+                d.event_id == row.event_id && d.webhook == row.webhook_name && !d.duplicate
+            });
+            if fresh {
+                failures.push(TransitionFailure {
+                    webhook: row.webhook_name.clone(),
+                    reason: row.error.clone().unwrap_or_default(),
+                    sent: false,
+                });
+            }
+        }
         for &i in &synchronous {
             let (row, hook) = &rows[i];
-            let Some(d) = report
+            let Some(at) = report
                 .deliveries
-                .iter_mut()
-                .find(|d| d.event_id == row.event_id && d.webhook == row.webhook_name)
+                .iter()
+                .position(|d| d.event_id == row.event_id && d.webhook == row.webhook_name)
             else {
                 continue;
             };
-            if d.duplicate {
+            if report.deliveries[at].duplicate {
                 continue;
             }
-            let (status, error) = self.deliver_now(d.id, row, hook).await?;
+            let log_id = report.deliveries[at].id;
+            let (status, error) = match self.deliver_now(log_id, row, hook).await {
+                Ok(done) => done,
+                Err(error) => {
+                    return Err(EmitError::TransitionUnrecorded {
+                        report: Box::new(report),
+                        webhook: row.webhook_name.clone(),
+                        error,
+                    })
+                }
+            };
+            let d = &mut report.deliveries[at];
             d.status = status;
             d.error = error.clone();
             if status != DeliveryStatus::Delivered {
-                failures.push(format!(
-                    "{}: {}",
-                    row.webhook_name,
-                    error.unwrap_or_default()
-                ));
+                failures.push(TransitionFailure {
+                    webhook: row.webhook_name.clone(),
+                    reason: error.unwrap_or_default(),
+                    sent: true,
+                });
             }
         }
         if !failures.is_empty() {
-            return Err(EmitError::WorkflowTransition { report, failures });
+            return Err(EmitError::WorkflowTransition {
+                report: Box::new(report),
+                failures,
+            });
         }
         Ok(report)
     }
@@ -514,29 +594,61 @@ impl Producer {
         row: &NewDelivery,
         hook: &Webhook,
     ) -> Result<(DeliveryStatus, Option<String>), StoreError> {
+        let (headers, defect) = match parse_headers(&row.headers) {
+            Ok(h) => (h, None),
+            Err(reason) => (Vec::new(), Some(reason)),
+        };
         let claim = Claim {
             log_id,
             attempt: 1,
             max_attempts: 1,
+            token: row.claim_token,
             event_id: row.event_id.clone(),
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
             url: row.url.clone(),
             method: row.method.clone(),
-            headers: serde_json::from_value(row.headers.clone()).unwrap_or_default(),
+            headers,
             body: row.body.clone(),
             timeout: hook.timeout(),
             keys: hook.signing_keys(Utc::now()),
             queue: row.queue.clone(),
+            defect,
         };
-        let attempt = deliver::send(&self.http, &self.config.policy, &claim).await;
-        let outcome = deliver::judge(&claim, &attempt, &self.config.schedule, false);
-        let status = outcome.status;
-        let error = outcome.error.clone();
-        let identity = self.identity.clone();
-        self.store
-            .run(move |conn| deliveries::record(conn, &[outcome], &identity))
-            .await?;
+        let report = deliver::send(&self.http, &self.config.policy, &claim).await;
+        let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
+        let (status, error) = (outcome.status, outcome.error.clone());
+        self.record_transition(outcome).await?;
         Ok((status, error))
+    }
+
+    /// Writes a workflow_transition's outcome, retrying for as long as its
+    /// row's lease allows: past it, the row is Exhausted by the next claim
+    /// ("interrupted"), so the outcome must not be lost silently before.
+    async fn record_transition(&self, outcome: attempt::Outcome) -> Result<(), StoreError> {
+        let deadline = std::time::Instant::now() + LEASE_MARGIN;
+        let mut backoff = Backoff::new();
+        let mut plain = false;
+        loop {
+            let (one, identity) = (outcome.clone(), self.identity.clone());
+            let result = self
+                .store
+                .run(move |c| {
+                    if plain {
+                        deliveries::record_plain(c, &one, &identity)
+                    } else {
+                        deliveries::record(c, std::slice::from_ref(&one), &identity)
+                    }
+                })
+                .await;
+            match result {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Rejected(_)) if !plain => plain = true,
+                Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(backoff.next_wait()).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }

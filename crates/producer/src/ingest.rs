@@ -4,8 +4,12 @@
 //!
 //! Status codes: 202 recorded (and queued, or to be swept); 400 the event is
 //! refused; 401 a token is configured and was not given; 413 too large;
-//! 502 a workflow_transition delivery failed (the body is the report);
-//! 503 Postgres is unavailable (nothing recorded).
+//! 422 a workflow_transition request could not be built (recorded Exhausted);
+//! 502 a workflow_transition delivery failed (recorded Exhausted); the body of
+//! both is the report; 500 a workflow_transition was sent but its outcome
+//! could not be recorded, or the database refused the emit (nothing recorded;
+//! retrying will not help); 503 Postgres is unavailable (nothing recorded;
+//! retry later).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,12 +59,54 @@ fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
     match result {
         Ok(report) => (StatusCode::ACCEPTED, Json(report)).into_response(),
         Err(EmitError::Invalid(msg)) => error(StatusCode::BAD_REQUEST, msg),
-        Err(e @ EmitError::Store(_)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(EmitError::WorkflowTransition { report, failures }) => (
-            StatusCode::BAD_GATEWAY,
-            Json(json!({ "error": failures.join("; "), "report": report })),
-        )
-            .into_response(),
+        Err(EmitError::Store(e)) => {
+            // The details (which may name the server) go to the log only.
+            tracing::warn!(error = %e, "emit failed; nothing was recorded");
+            if e.is_transient() {
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database is unavailable; nothing was recorded, try again later",
+                )
+            } else {
+                error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the event could not be recorded; nothing was recorded",
+                )
+            }
+        }
+        Err(e @ EmitError::WorkflowTransition { .. }) => {
+            let message = e.to_string();
+            let EmitError::WorkflowTransition { report, failures } = e else {
+                unreachable!("matched above")
+            };
+            let status = if failures.iter().any(|f| !f.sent) {
+                StatusCode::UNPROCESSABLE_ENTITY
+            } else {
+                StatusCode::BAD_GATEWAY
+            };
+            (
+                status,
+                Json(json!({ "error": message, "failures": failures, "report": report })),
+            )
+                .into_response()
+        }
+        Err(e @ EmitError::TransitionUnrecorded { .. }) => {
+            tracing::error!(error = %e, "workflow_transition outcome not recorded");
+            let EmitError::TransitionUnrecorded {
+                report, webhook, ..
+            } = e
+            else {
+                unreachable!("matched above")
+            };
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({
+                    "error": format!("workflow_transition to {webhook} was sent, but its outcome could not be recorded; it becomes Exhausted and is never sent again"),
+                    "report": report,
+                })),
+            )
+                .into_response()
+        }
     }
 }
 

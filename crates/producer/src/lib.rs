@@ -15,13 +15,17 @@
 //!
 //! # Layout
 //! - [`emit`]: [`Producer`], [`Event`], [`Batch`] and what an emit reports.
+//! - [`lines`]: emitting a file of newline-delimited events in batches.
 //! - [`catalog`]: the cache of enabled webhooks, invalidated on any change.
 //! - [`ingest`]: the HTTP ingest (`hookfleet-producer serve`).
 
 pub mod catalog;
 pub mod emit;
 pub mod ingest;
+pub mod lines;
 
 pub use emit::{
-    Batch, Delivery, EmitError, EmitReport, Event, Producer, ProducerConfig, WORKFLOW_TRANSITION,
+    Batch, Delivery, EmitError, EmitReport, Event, Producer, ProducerConfig, TransitionFailure,
+    WORKFLOW_TRANSITION,
 };
+pub use lines::{LinesError, LinesReport};

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use hookfleet_core::config::{init_tracing, Settings};
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
-use hookfleet_producer::{Batch, EmitError, EmitReport, Event, Producer, ProducerConfig};
+use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 
 /// Events per transaction when emitting a file: large enough to amortise the
 /// round trips, small enough that one batch commits in tens of milliseconds.
@@ -159,12 +159,18 @@ async fn emit_one(producer: &Producer, args: EmitArgs) -> anyhow::Result<ExitCod
             print_report(&report, args.json);
             Ok(ExitCode::SUCCESS)
         }
-        Err(EmitError::WorkflowTransition { report, failures }) => {
-            print_report(&report, args.json);
-            eprintln!(
-                "error: workflow_transition delivery failed: {}",
-                failures.join("; ")
-            );
+        Err(e @ EmitError::WorkflowTransition { .. }) => {
+            eprintln!("error: {e}");
+            if let EmitError::WorkflowTransition { report, .. } = e {
+                print_report(&report, args.json);
+            }
+            Ok(ExitCode::from(1))
+        }
+        Err(e @ EmitError::TransitionUnrecorded { .. }) => {
+            eprintln!("error: {e}");
+            if let EmitError::TransitionUnrecorded { report, .. } = e {
+                print_report(&report, args.json);
+            }
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e.into()),
@@ -177,174 +183,41 @@ async fn emit_file(
     batch_size: usize,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut reader = read_source(source)?;
-    let mut line: Vec<u8> = Vec::new();
-    let (mut number, mut read, mut emitted) = (0usize, 0usize, 0usize);
-    let mut skipped: Vec<Value> = Vec::new();
-    let mut batch = Batch::new();
-    let mut totals = json!({"deliveries": 0, "queued": 0, "exhausted": 0, "delivered": 0, "duplicates": 0, "superseded": 0});
-    let mut failed_transitions = Vec::new();
-    let mut enqueue_errors = 0;
-    loop {
-        line.clear();
-        // Bytes, not a String: a line that is not UTF-8, or is cut inside a
-        // character at the size limit, is one bad line, not the end of the run.
-        let n = (&mut reader)
-            .take(MAX_DOCUMENT_BYTES as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("cannot read {source}"))?;
-        if n == 0 {
-            break;
-        }
-        number += 1;
-        let too_long = line.len() > MAX_DOCUMENT_BYTES && !line.ends_with(b"\n");
-        if too_long {
-            skip_rest_of_line(&mut reader).with_context(|| format!("cannot read {source}"))?;
-            eprintln!("line {number}: over {MAX_DOCUMENT_BYTES} bytes; skipped");
-            skipped
-                .push(json!({"line": number, "error": format!("over {MAX_DOCUMENT_BYTES} bytes")}));
-            continue;
-        }
-        let Ok(text) = std::str::from_utf8(&line) else {
-            eprintln!("line {number}: not UTF-8 text; skipped");
-            skipped.push(json!({"line": number, "error": "not UTF-8 text"}));
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        read += 1;
-        let parsed = serde_json::from_str::<Event>(text.trim())
-            .map_err(|e| e.to_string())
-            .and_then(|e| e.check().map_err(|e| e.to_string()));
-        match parsed {
-            Ok(event) => batch.push(event),
-            Err(e) => {
-                eprintln!("line {number}: {e}; skipped");
-                skipped.push(json!({"line": number, "error": e}));
-            }
-        }
-        if batch.len() >= batch_size {
-            emitted += flush(
-                producer,
-                std::mem::take(&mut batch),
-                &mut totals,
-                &mut failed_transitions,
-                &mut enqueue_errors,
-            )
-            .await?;
-        }
+    let reader = read_source(source)?;
+    let report = producer
+        .emit_lines(reader, batch_size)
+        .await
+        .with_context(|| format!("emitting {source}"))?;
+    for s in &report.skipped {
+        eprintln!("line {}: {}; skipped", s.line, s.error);
     }
-    if !batch.is_empty() {
-        emitted += flush(
-            producer,
-            batch,
-            &mut totals,
-            &mut failed_transitions,
-            &mut enqueue_errors,
-        )
-        .await?;
-    }
-    let summary = json!({
-        "lines_read": read, "events_emitted": emitted, "skipped": skipped,
-        "totals": totals, "workflow_transition_failures": failed_transitions,
-        "batches_not_queued": enqueue_errors,
-    });
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        let t = &report.totals;
         println!(
-            "{emitted} events emitted from {read} lines; {} skipped; deliveries: {} ({} queued, {} delivered, {} exhausted, {} duplicates, {} superseded by a later state)",
-            skipped.len(), totals["deliveries"], totals["queued"], totals["delivered"], totals["exhausted"],
-            totals["duplicates"], totals["superseded"]
+            "{} events emitted from {} lines; {} skipped; deliveries: {} ({} queued, {} delivered, {} exhausted, {} duplicates, {} superseded by a later state)",
+            report.events_emitted, report.lines_read, report.skipped.len(), t.deliveries, t.queued,
+            t.delivered, t.exhausted, t.duplicates, t.superseded
         );
-        if enqueue_errors > 0 {
-            println!("note: {enqueue_errors} batches were recorded but not queued; the sweeper sends them after the grace");
+        if report.batches_not_queued > 0 {
+            println!(
+                "note: {} batches were recorded but not queued; the sweeper sends them after the grace",
+                report.batches_not_queued
+            );
         }
     }
-    Ok(if skipped.is_empty() && failed_transitions.is_empty() {
+    for f in &report.workflow_transition_failures {
+        eprintln!(
+            "error: workflow_transition to {} failed: {}",
+            f.webhook, f.reason
+        );
+    }
+    Ok(if report.is_clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Discards input up to and including the next newline, a buffer at a time
-/// (an oversized line is never held in memory whole).
-fn skip_rest_of_line(reader: &mut dyn BufRead) -> std::io::Result<()> {
-    loop {
-        let buf = reader.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        match buf.iter().position(|b| *b == b'\n') {
-            Some(i) => {
-                reader.consume(i + 1);
-                return Ok(());
-            }
-            None => {
-                let n = buf.len();
-                reader.consume(n);
-            }
-        }
-    }
-}
-
-async fn flush(
-    producer: &Producer,
-    batch: Batch,
-    totals: &mut Value,
-    failed: &mut Vec<String>,
-    enqueue_errors: &mut usize,
-) -> anyhow::Result<usize> {
-    let report = match producer.emit_batch(batch).await {
-        Ok(r) => r,
-        Err(EmitError::WorkflowTransition { report, failures }) => {
-            failed.extend(failures);
-            report
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let add = |totals: &mut Value, k: &str, n: usize| {
-        totals[k] = json!(totals[k].as_u64().unwrap_or(0) + n as u64);
-    };
-    add(totals, "deliveries", report.deliveries.len());
-    add(
-        totals,
-        "queued",
-        report.deliveries.iter().filter(|d| d.enqueued).count(),
-    );
-    add(
-        totals,
-        "delivered",
-        report
-            .deliveries
-            .iter()
-            .filter(|d| d.status.as_str() == "Delivered")
-            .count(),
-    );
-    add(
-        totals,
-        "exhausted",
-        report
-            .deliveries
-            .iter()
-            .filter(|d| d.status.as_str() == "Exhausted")
-            .count(),
-    );
-    add(
-        totals,
-        "duplicates",
-        report.deliveries.iter().filter(|d| d.duplicate).count(),
-    );
-    add(totals, "superseded", report.superseded);
-    if report.enqueue_error.is_some() {
-        *enqueue_errors += 1;
-    }
-    Ok(report.events)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

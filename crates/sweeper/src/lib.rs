@@ -22,7 +22,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use hookfleet_core::error::{QueueError, StoreError};
-use hookfleet_core::model::process_identity;
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::{deliveries, Store};
 
@@ -62,7 +61,6 @@ pub struct Sweeper {
     /// TTL of the in-flight keys it takes: the grace after which a job that
     /// was lost is enqueued again.
     key_ttl: Duration,
-    identity: String,
 }
 
 impl Sweeper {
@@ -72,7 +70,6 @@ impl Sweeper {
             queue,
             batch_size: batch_size.max(1),
             key_ttl,
-            identity: process_identity("sweeper"),
         }
     }
 
@@ -106,10 +103,7 @@ impl Sweeper {
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
             let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-            let flags = self
-                .queue
-                .enqueue(&items, &self.identity, self.key_ttl)
-                .await?;
+            let flags = self.queue.enqueue(&items, self.key_ttl).await?;
             report.due += rows.len();
             let pushed = flags.iter().filter(|f| **f).count();
             report.enqueued += pushed;

@@ -12,15 +12,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use hookfleet_core::backoff::Backoff;
-use hookfleet_core::queue::{Job, RedisQueue};
+use hookfleet_core::queue::RedisQueue;
 
-use crate::limits::EndpointSlot;
-use crate::start::{Starter, Taken};
+use crate::start::Starter;
 use crate::stats::Counters;
 use crate::unit::UnitOfWork;
+
+/// A job as a take moved it: its queue, the processing list now holding it,
+/// and its bytes.
+type TakenJob = (String, String, String);
 
 /// How many of a queue's oldest jobs a take looks at when some webhooks are
 /// at their limit: jobs of other webhooks within this window are taken past
@@ -106,20 +109,24 @@ impl Fetcher {
             }
             self.starter.limits.refresh(&self.starter.store).await;
             match self.take(permits.len()).await {
-                Ok(units) => {
+                Ok(taken) => {
                     backoff.reset();
+                    // Held from here on, before any orphan check looks.
+                    let units: Vec<UnitOfWork> = taken
+                        .into_iter()
+                        .zip(permits)
+                        .map(|((queue, processing, raw), permit)| {
+                            UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
+                        })
+                        .collect();
                     if self.suspect_orphans {
                         self.return_orphans().await;
-                    }
-                    for u in &units {
-                        self.starter.held.take(u);
                     }
                     if units.is_empty() {
                         continue;
                     }
-                    permits.truncate(units.len());
-                    let taken = self.reserve(units, permits).await;
-                    if taken.units.is_empty() {
+                    let ready = self.reserve(units).await;
+                    if ready.is_empty() {
                         continue;
                     }
                     let Ok(claim_slot) = self.claims.clone().acquire_owned().await else {
@@ -127,7 +134,7 @@ impl Fetcher {
                     };
                     let starter = self.starter.clone();
                     tokio::spawn(async move {
-                        starter.claim_and_start(taken).await;
+                        starter.claim_and_start(ready).await;
                         drop(claim_slot);
                     });
                 }
@@ -146,46 +153,40 @@ impl Fetcher {
         }
     }
 
-    /// Parses the taken jobs and reserves each one's webhook slot; a job
+    /// Parses the taken jobs and reserves each one's webhook slot. A job
     /// whose webhook has no free slot (it slipped past the take's caps: a
     /// blocking pop, or a webhook not seen before) goes to the back of the
-    /// queue and frees its delivery slot for someone else's job.
-    async fn reserve(
-        &mut self,
-        units: Vec<UnitOfWork>,
-        mut permits: Vec<OwnedSemaphorePermit>,
-    ) -> Taken {
+    /// queue and frees its delivery slot for someone else's job; if Redis
+    /// refuses that, the starter waits for the slot before claiming.
+    async fn reserve(&mut self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
         let starter = &self.starter;
         let count = units.len();
-        let mut taken = Taken::default();
+        let mut ready = Vec::with_capacity(count);
         let mut bounced = 0;
         for mut unit in units {
-            match Job::decode(&unit.raw) {
-                Ok(job) => {
-                    let mut slot: Option<EndpointSlot> = None;
-                    if let Some(webhook) = job.webhook_id {
-                        slot = starter.limits.try_take(webhook);
-                        if slot.is_none()
-                            && starter
-                                .queue
-                                .bounce(&unit.processing, &unit.queue, &unit.raw)
-                                .await
-                                .is_ok()
-                        {
-                            starter.held.release(&unit);
-                            permits.pop();
+            let webhook = match unit.parse() {
+                Ok(job) => job.webhook_id,
+                Err(reason) => {
+                    starter.dead_letter(unit, &reason.to_string()).await;
+                    continue;
+                }
+            };
+            if let Some(webhook) = webhook {
+                match starter.limits.try_take(webhook) {
+                    Some(slot) => unit.hold_endpoint_slot(slot),
+                    None => match unit.bounce(&starter.queue).await {
+                        Ok(()) => {
                             bounced += 1;
                             continue;
                         }
-                    }
-                    unit.log_id = Some(job.log_id);
-                    taken.units.push((unit, slot));
-                }
-                Err(reason) => {
-                    starter.dead_letter(&unit, &reason).await;
-                    permits.pop();
+                        Err(unit) => {
+                            ready.push(unit);
+                            continue;
+                        }
+                    },
                 }
             }
+            ready.push(unit);
         }
         if bounced > 0 {
             Counters::add(&starter.counters.bounced, bounced as u64);
@@ -193,13 +194,13 @@ impl Fetcher {
                 let _ = tokio::time::timeout(SATURATED_WAIT, starter.limits.released()).await;
             }
         }
-        taken.permits = permits;
-        taken
+        ready
     }
 
     /// Puts back jobs sitting in this worker's processing lists that it does
     /// not hold: a pop whose answer was lost may still have moved one there
-    /// (PITFALLS 2). Runs once Redis answers again after a failed pop.
+    /// (PITFALLS 2). Runs once Redis answers again after a failed pop, after
+    /// the jobs just taken are counted as held.
     async fn return_orphans(&mut self) {
         let mut returned = 0;
         for q in self.starter.config.queues.clone() {
@@ -216,13 +217,13 @@ impl Fetcher {
             for raw in &jobs {
                 let n = seen.entry(raw.as_str()).or_default();
                 *n += 1;
+                // Conditional: a job acked since the list was read is not
+                // pushed again.
                 if *n > self.starter.held.count(&processing, raw)
-                    && self
-                        .starter
-                        .queue
-                        .requeue(&processing, &q, raw)
-                        .await
-                        .is_ok()
+                    && matches!(
+                        self.starter.queue.requeue(&processing, &q, raw).await,
+                        Ok(true)
+                    )
                 {
                     returned += 1;
                 }
@@ -239,7 +240,7 @@ impl Fetcher {
 
     /// Takes up to `max` jobs: without waiting from each queue in turn, then,
     /// if all were empty, waiting up to [`BLOCK_TIME`] on one of them.
-    async fn take(&mut self, max: usize) -> Result<Vec<UnitOfWork>, hookfleet_core::QueueError> {
+    async fn take(&mut self, max: usize) -> Result<Vec<TakenJob>, hookfleet_core::QueueError> {
         let queues = self.starter.config.queues.clone();
         let mut units = Vec::new();
         let mut skipped = 0;
@@ -265,12 +266,7 @@ impl Fetcher {
                 taken
             };
             for raw in taken {
-                units.push(UnitOfWork {
-                    queue: q.clone(),
-                    processing: processing.clone(),
-                    raw,
-                    log_id: None,
-                });
+                units.push((q.clone(), processing.clone(), raw));
             }
         }
         if !units.is_empty() {
@@ -297,12 +293,7 @@ impl Fetcher {
         // Not raced against shutdown: a pop abandoned half-way may still move
         // a job (PITFALLS 2), so it is always allowed to finish.
         if let Some(raw) = RedisQueue::take_blocking(conn, &queue_key, &processing, block).await? {
-            units.push(UnitOfWork {
-                queue: q,
-                processing,
-                raw,
-                log_id: None,
-            });
+            units.push((q, processing, raw));
         }
         Ok(units)
     }

@@ -10,7 +10,8 @@
 //! - [`start`]: claim the taken jobs' rows in one statement and start the
 //!   deliveries, while the fetch loop takes the next jobs.
 //! - [`record`]: write outcomes in batches, then ack and release keys.
-//! - [`unit`]: a taken job and its verbs (acknowledge, dead-letter, requeue).
+//! - [`unit`]: a taken job, owning its slots, and its verbs (acknowledge,
+//!   dead-letter, bounce).
 //! - [`stats`]: counters and the periodic summary line.
 //! - [`limits`]: per-webhook concurrency limits, so one slow webhook holds
 //!   only its own slots.
@@ -98,7 +99,7 @@ pub struct WorkerConfig {
     /// Recoveries from dead workers after which a job is dead-lettered.
     pub max_recoveries: u32,
     /// Added to each webhook's timeout to make a claim's lease
-    /// ([`hookfleet_core::deliver::LEASE_MARGIN`] by default).
+    /// ([`hookfleet_core::attempt::LEASE_MARGIN`] by default).
     pub lease_margin: Duration,
     pub shutdown: Shutdown,
 }
@@ -149,7 +150,6 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         worker_id: config.worker_id.clone(),
         counters: counters.clone(),
         shutdown: config.shutdown.clone(),
-        held: held.clone(),
     });
     let recorder = tokio::spawn(recorder.run(rx));
     let summary = tokio::spawn(summarise(counters.clone(), config.shutdown.clone()));

@@ -1,27 +1,35 @@
 //! The recorder: writes attempt outcomes to Postgres in batches, then acks
-//! their jobs and releases their in-flight keys in one Redis round trip, and
-//! only then frees the delivery slots.
+//! their jobs and releases their in-flight keys, and only then frees the
+//! delivery slots. **No job is acked before its outcome is written.**
 //!
 //! Under load, outcomes pile up while batches are being written, so the next
 //! write carries them all: the batch size follows the load with no timer, and
 //! a few writes overlap so a commit's wait is not added to every outcome.
-//! When Postgres does not answer, the recorder keeps the jobs (no ack) and
-//! retries with backoff; since the slots stay taken, the worker pops nothing
-//! new until the database answers.
+//!
+//! When a write fails:
+//! - the database did not answer: the jobs stay held (no ack) and the write is
+//!   retried with backoff; since the slots stay taken, the worker pops
+//!   nothing new until the database answers;
+//! - the database refused the statement: the outcomes are written one by one,
+//!   so one unwritable outcome cannot hold back the others; one refused on
+//!   its own is written plainly (status, schedule and fence, without the
+//!   receiver's bytes);
+//! - anything else: held and retried, never dropped.
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 
-use hookfleet_core::deliver::Outcome;
+use hookfleet_core::attempt::Outcome;
+use hookfleet_core::backoff::Backoff;
+use hookfleet_core::error::StoreError;
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::{deliveries, Store};
 
 use crate::stats::Counters;
-use crate::unit::{Held, UnitOfWork};
-use hookfleet_core::backoff::Backoff;
+use crate::unit::UnitOfWork;
 
 /// Most outcomes per write: one statement of a few hundred rows commits in a
 /// few milliseconds, and bounds the work redone if it fails.
@@ -31,11 +39,10 @@ pub const RECORD_BATCH: usize = 256;
 /// delivery's outcome waits for at most a commit, not a queue of them.
 pub const WRITES_IN_FLIGHT: usize = 2;
 
-/// A finished attempt waiting to be recorded; the permit is its delivery slot.
+/// A finished attempt waiting to be recorded, with the job it came from.
 pub struct Finished {
     pub outcome: Outcome,
     pub unit: UnitOfWork,
-    pub permit: OwnedSemaphorePermit,
 }
 
 pub struct Recorder {
@@ -44,7 +51,16 @@ pub struct Recorder {
     pub worker_id: String,
     pub counters: Arc<Counters>,
     pub shutdown: Shutdown,
-    pub held: Arc<Held>,
+}
+
+/// How one write ended.
+enum Written {
+    /// The outcomes are in the database (or fenced off by a later claim):
+    /// their jobs may be acked.
+    Done,
+    /// Told to stop at once before they could be written: the jobs stay in
+    /// the processing list for the reaper.
+    Stopped,
 }
 
 impl Recorder {
@@ -66,48 +82,102 @@ impl Recorder {
             }
             let this = self.clone();
             tokio::spawn(async move {
-                if this.write(&batch).await {
-                    this.acknowledge(batch).await;
+                let (outcomes, units): (Vec<Outcome>, Vec<UnitOfWork>) =
+                    batch.into_iter().map(|f| (f.outcome, f.unit)).unzip();
+                if let Written::Done = this.write(outcomes).await {
+                    // Only after the ack are the delivery slots freed (when
+                    // the units drop).
+                    UnitOfWork::acknowledge_all(units, &this.queue, &this.shutdown).await;
                 }
                 drop(writer);
             });
         }
     }
 
-    /// Writes the outcomes; false when told to stop before it could.
-    async fn write(&self, batch: &[Finished]) -> bool {
-        let outcomes: Arc<Vec<Outcome>> =
-            Arc::new(batch.iter().map(|f| f.outcome.clone()).collect());
+    /// Writes the outcomes in one statement; if the database refuses it,
+    /// one by one.
+    async fn write(&self, outcomes: Vec<Outcome>) -> Written {
+        let outcomes = Arc::new(outcomes);
         let mut backoff = Backoff::new();
         loop {
-            let (batch_outcomes, worker) = (outcomes.clone(), self.worker_id.clone());
+            let (batch, worker) = (outcomes.clone(), self.worker_id.clone());
             match self
                 .store
-                .run(move |c| deliveries::record(c, &batch_outcomes, &worker))
+                .run(move |c| deliveries::record(c, &batch, &worker))
                 .await
             {
                 Ok(updated) => {
                     self.count(&outcomes, &updated);
-                    return true;
+                    return Written::Done;
                 }
-                Err(e) if e.is_transient() => {
+                Err(StoreError::Rejected(e)) if outcomes.len() > 1 => {
+                    tracing::warn!(outcomes = outcomes.len(), error = %e,
+                        "the database refused a batch of outcomes; writing them one by one");
+                    for outcome in outcomes.iter() {
+                        if let Written::Stopped = self.write_one(outcome).await {
+                            return Written::Stopped;
+                        }
+                    }
+                    return Written::Done;
+                }
+                Err(StoreError::Rejected(_)) => return self.write_one(&outcomes[0]).await,
+                Err(e) => {
                     let wait = backoff.next_wait();
                     tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
                         "cannot record outcomes; holding their jobs and retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.shutdown.requested(2) => return false,
+                    if self.pause(wait).await {
+                        return Written::Stopped;
                     }
                 }
+            }
+        }
+    }
+
+    /// Writes one outcome; if the database refuses it, writes it plainly
+    /// (without the receiver's bytes). Never gives up short of a forced stop:
+    /// the job stays held until its outcome is in.
+    async fn write_one(&self, outcome: &Outcome) -> Written {
+        let mut backoff = Backoff::new();
+        let mut plain = false;
+        loop {
+            let (one, worker) = (outcome.clone(), self.worker_id.clone());
+            let result = self
+                .store
+                .run(move |c| {
+                    if plain {
+                        deliveries::record_plain(c, &one, &worker)
+                    } else {
+                        deliveries::record(c, std::slice::from_ref(&one), &worker)
+                    }
+                })
+                .await;
+            match result {
+                Ok(updated) => {
+                    self.count(std::slice::from_ref(outcome), &updated);
+                    return Written::Done;
+                }
+                Err(StoreError::Rejected(e)) if !plain => {
+                    tracing::warn!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
+                        "the database refused this outcome; recording it without the response");
+                    plain = true;
+                }
                 Err(e) => {
-                    // Not the database's availability: retrying the same write
-                    // would fail the same way. The rows keep their lease and
-                    // come due again when it ends, so nothing is lost.
-                    tracing::error!(outcomes = outcomes.len(), error = %e,
-                        "outcomes could not be recorded; their rows come due again when their lease ends");
-                    return true;
+                    let wait = backoff.next_wait();
+                    tracing::error!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
+                        retry_in = ?wait, "cannot record an outcome; holding its job and retrying");
+                    if self.pause(wait).await {
+                        return Written::Stopped;
+                    }
                 }
             }
+        }
+    }
+
+    /// Waits `wait`; true if told to stop at once meanwhile.
+    async fn pause(&self, wait: std::time::Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => false,
+            _ = self.shutdown.requested(2) => true,
         }
     }
 
@@ -117,24 +187,17 @@ impl Recorder {
             if !updated.contains(&o.log_id) {
                 Counters::add(&self.counters.fenced, 1);
                 tracing::warn!(log_id = o.log_id, attempt = o.attempt,
-                    "outcome not recorded: the row was claimed again after this attempt's lease ended");
+                    "outcome not recorded: the row was claimed again or replayed after this attempt's lease ended");
                 continue;
             }
             let counter = match o.status {
                 DeliveryStatus::Delivered => &self.counters.delivered,
                 DeliveryStatus::Failed => &self.counters.failed,
-                _ => &self.counters.exhausted,
+                DeliveryStatus::Exhausted | DeliveryStatus::Queued => &self.counters.exhausted,
             };
             Counters::add(counter, 1);
             tracing::debug!(log_id = o.log_id, attempt = o.attempt, status = %o.status,
                 code = ?o.response_code, error = ?o.error, "attempt recorded");
         }
-    }
-
-    async fn acknowledge(&self, batch: Vec<Finished>) {
-        let units: Vec<(UnitOfWork, bool)> = batch.iter().map(|f| (f.unit.clone(), true)).collect();
-        UnitOfWork::acknowledge_until_done(&self.queue, &units, &self.held, &self.shutdown).await;
-        // Only now are the delivery slots (the permits in `batch`) freed.
-        drop(batch);
     }
 }

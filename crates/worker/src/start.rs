@@ -1,20 +1,23 @@
-//! Claiming and starting: the taken jobs' rows are claimed in one statement,
-//! each claimed row's delivery starts at once, and the jobs that cannot be
-//! sent are acked (Exhausted, or stale), or dead-lettered (naming no row).
-//! Several claims run at once (the fetch loop does not wait for them).
+//! Claiming and starting: each taken job first gets its webhook's slot (so a
+//! row's lease never ticks while it waits for one), then the jobs' rows are
+//! claimed in one statement, each claimed row's delivery starts at once, and
+//! the jobs that cannot be sent are acked (Exhausted, or stale), or
+//! dead-lettered (naming no row). Several claims run at once (the fetch loop
+//! does not wait for them).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc;
 
+use hookfleet_core::attempt::{self, Claim};
 use hookfleet_core::backoff::Backoff;
-use hookfleet_core::deliver::{self, Claim};
+use hookfleet_core::deliver;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
 
-use crate::limits::{EndpointLimits, EndpointSlot};
+use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
 use crate::unit::{Held, UnitOfWork};
@@ -27,14 +30,6 @@ pub const MAX_LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 /// Added to a lease's end before claiming again, so the claim does not race
 /// the clock it is compared with.
 pub const LEASE_SLACK: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Jobs taken together, each with its webhook slot if it has one, and one
-/// delivery slot per job.
-#[derive(Default)]
-pub struct Taken {
-    pub units: Vec<(UnitOfWork, Option<EndpointSlot>)>,
-    pub permits: Vec<OwnedSemaphorePermit>,
-}
 
 /// What claiming and starting needs; shared by the fetch loop and the claim
 /// tasks it spawns.
@@ -50,10 +45,15 @@ pub struct Starter {
 }
 
 impl Starter {
-    /// Claims the jobs' rows and starts a delivery for each claimed one.
-    pub async fn claim_and_start(self: &Arc<Self>, taken: Taken) {
-        let Taken { units, mut permits } = taken;
-        let ids: Vec<i64> = units.iter().filter_map(|(u, _)| u.log_id).collect();
+    /// Gives each job its webhook's slot, claims the rows of those that have
+    /// one, and starts a delivery for each claimed row. A job whose webhook
+    /// has no free slot waits for one on its own task, unclaimed.
+    pub async fn claim_and_start(self: &Arc<Self>, units: Vec<UnitOfWork>) {
+        let units = self.with_endpoint_slots(units).await;
+        if units.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
         let Some(batch) = self.claim(ids).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
@@ -70,59 +70,98 @@ impl Starter {
         let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
         let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
         let missing: HashSet<i64> = missing.into_iter().collect();
-        let mut done: Vec<(UnitOfWork, bool)> = Vec::new();
-        for (unit, slot) in units {
-            let id = unit.log_id.expect("parsed before the claim");
+        let mut done: Vec<UnitOfWork> = Vec::new();
+        for mut unit in units {
+            let id = unit.log_id().expect("parsed before the claim");
             if let Some(claim) = claims.remove(&id) {
-                let permit = permits.pop().expect("one permit per job");
-                let slot = match (slot, claim.webhook_id) {
-                    (Some(s), _) => Some(s),
-                    // A job that did not name its webhook waits for a slot now
-                    // that the claim told us which webhook it is.
-                    (None, Some(w)) => Some(self.limits.take(w).await),
-                    (None, None) => None,
-                };
-                self.start(unit, claim, permit, slot);
+                self.start(unit, claim);
             } else if let Some(reason) = exhausted.get(&id) {
                 Counters::add(&self.counters.exhausted, 1);
                 tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
-                done.push((unit, true));
+                done.push(unit);
             } else if let Some(until) = leased.get(&id) {
                 // Another attempt holds the row (its worker may have died and
                 // this job been recovered from it): claim it when the lease
-                // ends, keeping the job and its slots until then.
-                let permit = permits.pop().expect("one permit per job");
-                self.claim_after_lease(unit, slot, permit, *until);
+                // ends, keeping the job (not the webhook's slot) until then.
+                unit.free_endpoint_slot();
+                self.claim_after_lease(unit, *until);
             } else if missing.contains(&id) {
-                self.dead_letter(
-                    &unit,
-                    &format!("job names log id {id}, which does not exist"),
-                )
-                .await;
+                let reason = format!("job names log id {id}, which does not exist");
+                self.dead_letter(unit, &reason).await;
             } else {
-                // Terminal, leased elsewhere, not due, or a second job for a
-                // row this batch already claimed.
+                // Terminal, not due, or a second job for a row this batch
+                // already claimed. Its in-flight key is released if it still
+                // holds this job's token: if the row is leased by a worker
+                // that died, the sweeper takes it once the lease ends instead
+                // of once the key's TTL does; a live holder records its
+                // outcome before then, and the claim fences the rest.
                 Counters::add(&self.counters.stale, 1);
                 tracing::debug!(log_id = id, "stale job dropped without a request");
-                // Its in-flight key is released too: if the row is leased by a
-                // worker that died, the sweeper takes it once the lease ends
-                // instead of once the key's TTL does; a live holder records
-                // its outcome before then, and the claim fences the rest.
-                done.push((unit, true));
+                done.push(unit);
             }
         }
-        UnitOfWork::acknowledge_until_done(&self.queue, &done, &self.held, &self.config.shutdown)
-            .await;
-        drop(permits);
+        UnitOfWork::acknowledge_all(done, &self.queue, &self.config.shutdown).await;
     }
 
-    fn claim_after_lease(
-        self: &Arc<Self>,
-        unit: UnitOfWork,
-        slot: Option<EndpointSlot>,
-        permit: OwnedSemaphorePermit,
-        until: chrono::DateTime<chrono::Utc>,
-    ) {
+    /// Takes a webhook slot for every job whose webhook is known (from the
+    /// job, or for jobs that do not name it, from its row). Jobs whose webhook
+    /// is at its limit wait for a slot on a task of their own, then claim.
+    /// Returns the jobs ready to claim.
+    async fn with_endpoint_slots(self: &Arc<Self>, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+        let unnamed: Vec<i64> = units
+            .iter()
+            .filter(|u| !u.has_endpoint_slot() && u.job().is_some_and(|j| j.webhook_id.is_none()))
+            .filter_map(UnitOfWork::log_id)
+            .collect();
+        let looked_up: HashMap<i64, Option<i64>> = if unnamed.is_empty() {
+            HashMap::new()
+        } else {
+            match self
+                .store
+                .run(move |c| deliveries::webhooks_of(c, &unnamed))
+                .await
+            {
+                Ok(found) => found.into_iter().collect(),
+                // The claim below meets the same database; a job claimed
+                // without its slot still counts at the webhook once sent.
+                Err(_) => HashMap::new(),
+            }
+        };
+        let mut ready = Vec::with_capacity(units.len());
+        for mut unit in units {
+            let webhook = unit.job().and_then(|j| {
+                j.webhook_id
+                    .or_else(|| looked_up.get(&j.log_id).copied().flatten())
+            });
+            match webhook {
+                Some(w) if !unit.has_endpoint_slot() => match self.limits.try_take(w) {
+                    Some(slot) => {
+                        unit.hold_endpoint_slot(slot);
+                        ready.push(unit);
+                    }
+                    None => self.claim_when_slot_frees(unit, w),
+                },
+                _ => ready.push(unit),
+            }
+        }
+        ready
+    }
+
+    /// Waits for a slot at `webhook`, then claims the job's row.
+    fn claim_when_slot_frees(self: &Arc<Self>, mut unit: UnitOfWork, webhook: i64) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let slot = tokio::select! {
+                slot = this.limits.take(webhook) => slot,
+                // A draining worker puts the job back instead of waiting.
+                _ = this.config.shutdown.requested(1) => return,
+            };
+            unit.hold_endpoint_slot(slot);
+            Box::pin(this.claim_and_start(vec![unit])).await;
+        });
+    }
+
+    fn claim_after_lease(self: &Arc<Self>, unit: UnitOfWork, until: chrono::DateTime<chrono::Utc>) {
         let this = self.clone();
         let wait = (until - chrono::Utc::now())
             .to_std()
@@ -135,15 +174,11 @@ impl Starter {
                 // A draining worker puts the job back instead of waiting.
                 _ = this.config.shutdown.requested(1) => return,
             }
-            Box::pin(this.claim_and_start(Taken {
-                units: vec![(unit, slot)],
-                permits: vec![permit],
-            }))
-            .await;
+            Box::pin(this.claim_and_start(vec![unit])).await;
         });
     }
 
-    /// Claims rows, retrying while the database is unavailable (the jobs and
+    /// Claims rows, retrying while the database does not answer (the jobs and
     /// their slots stay held, so nothing new is taken meanwhile). None: told
     /// to stop at once.
     async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
@@ -171,33 +206,21 @@ impl Starter {
         }
     }
 
-    /// Moves a job to the dead-letter list, retrying while Redis is away.
-    pub async fn dead_letter(&self, unit: &UnitOfWork, reason: &str) {
+    /// Moves a job to the dead-letter list.
+    pub async fn dead_letter(&self, unit: UnitOfWork, reason: &str) {
         Counters::add(&self.counters.dead_lettered, 1);
         tracing::warn!(job = %unit.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
-        let mut backoff = Backoff::new();
-        while let Err(e) = unit
-            .dead_letter(&self.queue, reason, &self.config.worker_id)
-            .await
-        {
-            let wait = backoff.next_wait();
-            tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.config.shutdown.requested(2) => return,
-            }
-        }
-        self.held.release(unit);
+        unit.dead_letter(
+            &self.queue,
+            reason,
+            &self.config.worker_id,
+            &self.config.shutdown,
+        )
+        .await;
     }
 
-    /// Starts one delivery; its outcome goes to the recorder with its slots.
-    fn start(
-        &self,
-        unit: UnitOfWork,
-        claim: Claim,
-        permit: OwnedSemaphorePermit,
-        endpoint: Option<EndpointSlot>,
-    ) {
+    /// Starts one delivery; its outcome goes to the recorder with the job.
+    fn start(&self, mut unit: UnitOfWork, claim: Claim) {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
@@ -206,16 +229,12 @@ impl Starter {
             // The webhook's slot bounds requests at its receiver: it is free
             // as soon as the answer is in, while the job keeps its delivery
             // slot until the outcome is recorded.
-            drop(endpoint);
-            let outcome = deliver::judge(&claim, &report, &config.schedule, true);
+            unit.free_endpoint_slot();
+            let outcome = attempt::judge(&claim, &report, &config.schedule, true);
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");
             // The recorder outlives every delivery.
-            let _ = recorder.send(Finished {
-                outcome,
-                unit,
-                permit,
-            });
+            let _ = recorder.send(Finished { outcome, unit });
         });
     }
 }

@@ -1,15 +1,29 @@
-//! A job a worker has taken: it sits in the worker's processing list until it
-//! is acknowledged (done: removed), dead-lettered (unusable: moved to the
-//! dead-letter list with the reason) or requeued (not started: put back at
-//! the head of its queue). Nothing else removes it, so a worker that dies
-//! holding it leaves it where the reaper finds it.
+//! A job a worker has taken (Sidekiq's `UnitOfWork`). It sits in the
+//! worker's processing list until it is acknowledged (done: removed, its
+//! row's in-flight key released), dead-lettered (unusable: moved to the
+//! dead-letter list with the reason) or put back on its queue (not started).
+//! Nothing else removes it, so a worker that dies holding it leaves it where
+//! the reaper finds it.
+//!
+//! The unit owns everything the job holds in this process: its delivery slot
+//! (a permit of `--concurrency`), its webhook slot while its request is out,
+//! and its entry in [`Held`]. The verbs consume it, and dropping it frees
+//! them all, so no slot can be freed twice or forgotten.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use hookfleet_core::backoff::Backoff;
 use hookfleet_core::dead::DeadLetter;
-use hookfleet_core::error::QueueError;
-use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue};
+use hookfleet_core::shutdown::Shutdown;
 
-/// One taken job.
-#[derive(Debug, Clone)]
+use crate::limits::EndpointSlot;
+
+/// One taken job and the resources it holds.
+#[must_use = "a taken job must be acknowledged, put back or dead-lettered"]
 pub struct UnitOfWork {
     /// The queue it came from.
     pub queue: String,
@@ -17,108 +31,182 @@ pub struct UnitOfWork {
     pub processing: String,
     /// The job exactly as popped (LREM needs the same bytes).
     pub raw: String,
-    /// The row it names, once parsed.
-    pub log_id: Option<i64>,
+    /// The job, once parsed.
+    job: Option<Job>,
+    /// Its delivery slot: held from before the pop until it is acked.
+    _permit: OwnedSemaphorePermit,
+    /// Its slot at its webhook: held from before the claim until the answer.
+    endpoint: Option<EndpointSlot>,
+    /// Its entry among the jobs this worker holds.
+    _held: HeldEntry,
+}
+
+impl std::fmt::Debug for UnitOfWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitOfWork")
+            .field("processing", &self.processing)
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UnitOfWork {
-    /// Acknowledges many units in one round trip. `release` says, per unit,
-    /// whether its row's in-flight key is released too (only once the
-    /// attempt's outcome is written).
-    pub async fn acknowledge_all(
-        queue: &RedisQueue,
-        units: &[(UnitOfWork, bool)],
-    ) -> Result<(), QueueError> {
-        let items: Vec<(String, String, Option<i64>)> = units
-            .iter()
-            .map(|(u, release)| {
-                (
-                    u.processing.clone(),
-                    u.raw.clone(),
-                    if *release { u.log_id } else { None },
-                )
-            })
-            .collect();
-        queue.ack(&items).await
+    /// A job just moved into `processing`, with the delivery slot taken for
+    /// it; it counts as held from this moment (before any orphan check).
+    pub fn taken(
+        queue: &str,
+        processing: &str,
+        raw: String,
+        permit: OwnedSemaphorePermit,
+        held: &Arc<Held>,
+    ) -> UnitOfWork {
+        let entry = held.enter(processing, &raw);
+        UnitOfWork {
+            queue: queue.to_string(),
+            processing: processing.to_string(),
+            raw,
+            job: None,
+            _permit: permit,
+            endpoint: None,
+            _held: entry,
+        }
     }
 
-    /// [`UnitOfWork::acknowledge_all`], retrying with backoff while Redis is
-    /// away, then forgets the jobs in `held`. Gives up only when told to stop
-    /// at once: a job left in the processing list is harmless, since its row
-    /// is terminal or not due by then and the job is dropped when recovered.
-    pub async fn acknowledge_until_done(
-        queue: &RedisQueue,
-        units: &[(UnitOfWork, bool)],
-        held: &Held,
-        shutdown: &hookfleet_core::shutdown::Shutdown,
-    ) {
+    /// Parses the job (once).
+    pub fn parse(&mut self) -> Result<&Job, JobError> {
+        if self.job.is_none() {
+            self.job = Some(Job::decode(&self.raw)?);
+        }
+        Ok(self.job.as_ref().expect("parsed above"))
+    }
+
+    /// The parsed job (None before [`UnitOfWork::parse`] succeeded).
+    pub fn job(&self) -> Option<&Job> {
+        self.job.as_ref()
+    }
+
+    /// The row the job names, once parsed.
+    pub fn log_id(&self) -> Option<i64> {
+        self.job.as_ref().map(|j| j.log_id)
+    }
+
+    pub fn has_endpoint_slot(&self) -> bool {
+        self.endpoint.is_some()
+    }
+
+    pub fn hold_endpoint_slot(&mut self, slot: EndpointSlot) {
+        self.endpoint = Some(slot);
+    }
+
+    /// Frees the webhook slot (the request is answered, or the job waits).
+    pub fn free_endpoint_slot(&mut self) {
+        self.endpoint = None;
+    }
+
+    fn ack_item(&self) -> Ack {
+        Ack {
+            queue: self.queue.clone(),
+            processing: self.processing.clone(),
+            raw: self.raw.clone(),
+            release: self
+                .job
+                .as_ref()
+                .and_then(|j| Some((j.log_id, j.token.clone()?))),
+        }
+    }
+
+    /// Acknowledges `units` in one round trip per processing list (removing
+    /// each job and releasing its row's in-flight key if it still holds the
+    /// job's token), retrying with backoff while Redis is away; then frees
+    /// what they held. Gives up only when told to stop at once: a job left in
+    /// the processing list is harmless, since its row is terminal or not due
+    /// by then and the job is dropped when recovered.
+    pub async fn acknowledge_all(units: Vec<UnitOfWork>, queue: &RedisQueue, shutdown: &Shutdown) {
         if units.is_empty() {
             return;
         }
-        let mut backoff = hookfleet_core::backoff::Backoff::new();
-        loop {
-            match Self::acknowledge_all(queue, units).await {
-                Ok(()) => {
-                    for (u, _) in units {
-                        held.release(u);
-                    }
-                    return;
-                }
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(jobs = units.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.requested(2) => return,
-                    }
-                }
+        let items: Vec<Ack> = units.iter().map(UnitOfWork::ack_item).collect();
+        let mut backoff = Backoff::new();
+        while let Err(e) = queue.ack(&items).await {
+            let wait = backoff.next_wait();
+            tracing::warn!(jobs = items.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.requested(2) => return,
             }
         }
     }
 
-    /// Moves the job to the dead-letter list with `reason`.
+    /// Moves the job to the dead-letter list with `reason`, retrying while
+    /// Redis is away (until told to stop at once).
     pub async fn dead_letter(
-        &self,
+        self,
         queue: &RedisQueue,
         reason: &str,
         worker: &str,
-    ) -> Result<(), QueueError> {
+        shutdown: &Shutdown,
+    ) {
         let letter = DeadLetter::new(&self.raw, &self.queue, reason, worker);
-        queue.dead_letter(&self.processing, &letter).await
+        let mut backoff = Backoff::new();
+        while let Err(e) = queue.dead_letter(&self.processing, &letter).await {
+            let wait = backoff.next_wait();
+            tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.requested(2) => return,
+            }
+        }
     }
 
-    /// Puts a job that was not started back where the next pop finds it first.
-    pub async fn requeue(&self, queue: &RedisQueue) -> Result<(), QueueError> {
-        queue
-            .requeue(&self.processing, &self.queue, &self.raw)
-            .await
+    /// Sends the job to the back of its queue (its webhook is at its limit):
+    /// it waits its turn again without holding a slot. On a Redis error the
+    /// unit comes back, still held.
+    pub async fn bounce(self, queue: &RedisQueue) -> Result<(), UnitOfWork> {
+        match queue.bounce(&self.processing, &self.queue, &self.raw).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(self),
+        }
     }
 }
 
 /// The jobs this worker holds, by processing list: what it took and has not
-/// yet acked, dead-lettered or requeued. Anything else in its processing
+/// yet acked, dead-lettered or put back. Anything else in its processing
 /// lists is an orphan (a pop whose answer was lost, PITFALLS 2).
 #[derive(Debug, Default)]
 pub struct Held {
-    jobs: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
+    jobs: Mutex<HashMap<(String, String), usize>>,
+}
+
+/// One job's entry in [`Held`]; dropping it removes the entry.
+struct HeldEntry {
+    held: Arc<Held>,
+    key: (String, String),
+}
+
+impl Drop for HeldEntry {
+    fn drop(&mut self) {
+        let mut jobs = self.held.jobs.lock().expect("held lock");
+        if let Some(n) = jobs.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                jobs.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Held {
-    pub fn take(&self, unit: &UnitOfWork) {
-        let mut jobs = self.jobs.lock().expect("held lock");
-        *jobs
-            .entry((unit.processing.clone(), unit.raw.clone()))
+    fn enter(self: &Arc<Self>, processing: &str, raw: &str) -> HeldEntry {
+        let key = (processing.to_string(), raw.to_string());
+        *self
+            .jobs
+            .lock()
+            .expect("held lock")
+            .entry(key.clone())
             .or_default() += 1;
-    }
-
-    pub fn release(&self, unit: &UnitOfWork) {
-        let mut jobs = self.jobs.lock().expect("held lock");
-        let key = (unit.processing.clone(), unit.raw.clone());
-        if let Some(n) = jobs.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                jobs.remove(&key);
-            }
+        HeldEntry {
+            held: self.clone(),
+            key,
         }
     }
 
@@ -128,5 +216,10 @@ impl Held {
         jobs.get(&(processing.to_string(), raw.to_string()))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Jobs held in all.
+    pub fn total(&self) -> usize {
+        self.jobs.lock().expect("held lock").values().sum()
     }
 }

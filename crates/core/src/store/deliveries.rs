@@ -2,12 +2,17 @@
 //! given an outcome, found again by the sweeper, replayed by the operator.
 //!
 //! Every write that decides a row's fate is conditional on the row's state,
-//! so two workers, two sweepers or a late writer can never both act on it:
+//! judged by the database's clock (`now()`), never a client's, so two
+//! workers, two sweepers, an operator or a late writer can never both act on
+//! it:
 //! - a claim takes only a non-terminal row that is due and not leased, counts
-//!   the attempt and sets a lease (the row's next_retry moves to the lease's
-//!   end, so a dead worker's row comes due again by itself);
-//! - an outcome is written only while the row still has the attempt count its
-//!   claim produced (a fencing token).
+//!   the attempt, sets a lease and bumps the row's fencing token
+//!   (`claim_token`);
+//! - a replay takes only a Failed or Exhausted row that is not leased, and
+//!   bumps the token too;
+//! - an outcome is written only while the row still carries its claim's
+//!   token: a late outcome of an attempt whose lease ran out can never
+//!   overwrite a later claim or a replay.
 //!
 //! The hot paths (claim, outcomes) take many rows per statement: one round
 //! trip per batch, not per delivery.
@@ -17,15 +22,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Double, Integer, Jsonb, Nullable, Text, Timestamptz};
+use diesel::sql_types::{
+    Array, BigInt, Bytea, Double, Integer, Jsonb, Nullable, Text, Timestamptz,
+};
 use diesel::PgConnection;
 use serde::Serialize;
 
-use crate::deliver::{Claim, Outcome};
-use crate::error::StoreError;
-use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
+use crate::attempt::{Claim, Outcome};
+use crate::error::{Refusal, StoreError};
+use crate::model::{parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
-use crate::schema::{webhook_delivery_attempts, webhook_request_logs};
+use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
 use crate::sign::{Secret, SigningKeys};
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
@@ -50,7 +57,7 @@ pub struct Recorded {
 pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recorded>, StoreError> {
     let mut out = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(INSERT_CHUNK) {
-        let inserted: Vec<(i64, String, Option<i64>, String, String, String)> =
+        let inserted: Vec<(i64, String, Option<i64>, String, DeliveryStatus, String)> =
             diesel::insert_into(webhook_request_logs::table)
                 .values(chunk)
                 .on_conflict((
@@ -77,7 +84,7 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
                 webhook_id,
                 event_id,
                 webhook_name,
-                status: status.parse().unwrap_or(DeliveryStatus::Queued),
+                status,
                 queue,
                 duplicate: false,
             },
@@ -94,7 +101,7 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
             out.push(Recorded {
                 id: existing.id,
                 webhook_id: existing.webhook_id,
-                status: existing.status(),
+                status: existing.status,
                 event_id: existing.event_id,
                 webhook_name: existing.webhook_name,
                 queue: existing.queue,
@@ -115,6 +122,8 @@ struct ClaimRow {
     attempts: i32,
     #[diesel(sql_type = Integer)]
     max_attempts: i32,
+    #[diesel(sql_type = BigInt)]
+    claim_token: i64,
     #[diesel(sql_type = Text)]
     event_id: String,
     #[diesel(sql_type = Text)]
@@ -147,6 +156,7 @@ struct ClaimRow {
 const CLAIM_SQL: &str = "
 UPDATE webhook_request_logs l
 SET attempts = l.attempts + 1,
+    claim_token = l.claim_token + 1,
     lease_expires_at = now() + make_interval(secs => w.timeout_ms / 1000.0 + $2),
     updated_at = now()
 FROM webhooks w
@@ -157,7 +167,7 @@ WHERE l.id = ANY($1)
   AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
   AND (l.status = 'Queued' OR l.next_retry <= now())
   AND l.attempts < l.max_attempts
-RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.event_id, l.webhook_name, l.url, l.method,
+RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.claim_token, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
           CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret";
 
@@ -167,6 +177,7 @@ RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.event_id, l.webhook_
 const EXHAUST_UNSENDABLE_SQL: &str = "
 UPDATE webhook_request_logs l
 SET status = 'Exhausted', next_retry = NULL, lease_expires_at = NULL, updated_at = now(),
+    claim_token = l.claim_token + 1,
     error = CASE
         WHEN s.webhook_exists IS NULL THEN 'webhook deleted since the event; not sent'
         WHEN NOT s.webhook_enabled THEN 'webhook disabled since the event; not sent'
@@ -232,23 +243,31 @@ pub fn claim(
     let claimed: HashSet<i64> = rows.iter().map(|r| r.id).collect();
     batch.claimed = rows
         .into_iter()
-        .map(|r| Claim {
-            log_id: r.id,
-            webhook_id: r.webhook_id,
-            attempt: r.attempts,
-            max_attempts: r.max_attempts,
-            event_id: r.event_id,
-            webhook_name: r.webhook_name,
-            url: r.url,
-            method: r.method,
-            headers: serde_json::from_value(r.headers).unwrap_or_default(),
-            body: r.body,
-            timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
-            keys: SigningKeys {
-                current: r.secret.map(Secret::new),
-                previous: r.previous_secret.map(Secret::new),
-            },
-            queue: r.queue,
+        .map(|r| {
+            let (headers, defect) = match parse_headers(&r.headers) {
+                Ok(h) => (h, None),
+                Err(reason) => (Vec::new(), Some(reason)),
+            };
+            Claim {
+                log_id: r.id,
+                webhook_id: r.webhook_id,
+                attempt: r.attempts,
+                max_attempts: r.max_attempts,
+                token: r.claim_token,
+                event_id: r.event_id,
+                webhook_name: r.webhook_name,
+                url: r.url,
+                method: r.method,
+                headers,
+                body: r.body,
+                timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
+                keys: SigningKeys {
+                    current: r.secret.map(Secret::new),
+                    previous: r.previous_secret.map(Secret::new),
+                },
+                queue: r.queue,
+                defect,
+            }
         })
         .collect();
 
@@ -296,19 +315,31 @@ pub fn claim(
     Ok(batch)
 }
 
+/// The webhook of each row in `ids` (None: deleted; rows that do not exist
+/// are left out): for jobs that do not name their webhook.
+pub fn webhooks_of(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+    Ok(webhook_request_logs::table
+        .filter(webhook_request_logs::id.eq_any(ids))
+        .select((webhook_request_logs::id, webhook_request_logs::webhook_id))
+        .load(conn)?)
+}
+
 fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {
     let mut seen = HashSet::new();
     ids.filter(|id| seen.insert(*id)).collect()
 }
 
 /// Writes outcomes and their attempts in one statement. A row is updated only
-/// while it still carries the attempt count of the claim that produced the
+/// while it still carries the fencing token of the claim that produced the
 /// outcome; the attempt itself is always kept. Returns the ids updated.
 const RECORD_SQL: &str = "
 WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::int[], $6::text[],
-                         $7::text[], $8::timestamptz[], $9::int[])
-        AS t(id, attempt, status, retry_in, response_code, response_body, error, started_at, duration_ms)
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::delivery_status[], $5::float8[],
+                         $6::int[], $7::bytea[], $8::text[], $9::timestamptz[], $10::int[])
+        AS t(id, attempt, token, status, retry_in, response_code, response_body, error, started_at, duration_ms)
 ), updated AS (
     UPDATE webhook_request_logs l
     SET status = i.status,
@@ -319,14 +350,24 @@ WITH input AS (
         error = i.error,
         updated_at = now()
     FROM input i
-    WHERE l.id = i.id AND l.attempts = i.attempt AND l.status IN ('Queued', 'Failed')
+    WHERE l.id = i.id AND l.claim_token = i.token AND l.status IN ('Queued', 'Failed')
     RETURNING l.id
 ), attempts AS (
     INSERT INTO webhook_delivery_attempts (log_id, attempt, started_at, duration_ms, response_code, error, worker)
-    SELECT i.id, i.attempt, i.started_at, i.duration_ms, i.response_code, i.error, $10 FROM input i
+    SELECT i.id, i.attempt, i.started_at, i.duration_ms, i.response_code, i.error, $11 FROM input i
     ON CONFLICT (log_id, attempt) DO NOTHING
 )
 SELECT id FROM updated";
+
+/// Postgres `text` cannot hold NUL: one in a stored string is replaced with
+/// U+FFFD, so no message can keep an outcome from being written.
+pub fn pg_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
 
 /// Records `outcomes` (see [`RECORD_SQL`]); returns the ids whose row took it.
 pub fn record(
@@ -339,32 +380,60 @@ pub fn record(
     }
     let ids: Vec<i64> = outcomes.iter().map(|o| o.log_id).collect();
     let attempts: Vec<i32> = outcomes.iter().map(|o| o.attempt).collect();
-    let statuses: Vec<&str> = outcomes.iter().map(|o| o.status.as_str()).collect();
+    let tokens: Vec<i64> = outcomes.iter().map(|o| o.token).collect();
+    let statuses: Vec<DeliveryStatus> = outcomes.iter().map(|o| o.status).collect();
     let retry_in: Vec<Option<f64>> = outcomes
         .iter()
         .map(|o| o.retry_in.map(|d| d.as_secs_f64()))
         .collect();
     let codes: Vec<Option<i32>> = outcomes.iter().map(|o| o.response_code).collect();
-    let bodies: Vec<Option<&str>> = outcomes
+    let bodies: Vec<Option<&[u8]>> = outcomes
         .iter()
         .map(|o| o.response_body.as_deref())
         .collect();
-    let errors: Vec<Option<&str>> = outcomes.iter().map(|o| o.error.as_deref()).collect();
+    let errors: Vec<Option<std::borrow::Cow<'_, str>>> = outcomes
+        .iter()
+        .map(|o| o.error.as_deref().map(pg_text))
+        .collect();
     let started: Vec<DateTime<Utc>> = outcomes.iter().map(|o| o.started_at).collect();
     let durations: Vec<i32> = outcomes.iter().map(|o| o.duration_ms).collect();
     let rows: Vec<IdOnly> = diesel::sql_query(RECORD_SQL)
         .bind::<Array<BigInt>, _>(ids)
         .bind::<Array<Integer>, _>(attempts)
-        .bind::<Array<Text>, _>(statuses)
+        .bind::<Array<BigInt>, _>(tokens)
+        .bind::<Array<sql_types::DeliveryStatus>, _>(statuses)
         .bind::<Array<Nullable<Double>>, _>(retry_in)
         .bind::<Array<Nullable<Integer>>, _>(codes)
-        .bind::<Array<Nullable<Text>>, _>(bodies)
+        .bind::<Array<Nullable<Bytea>>, _>(bodies)
         .bind::<Array<Nullable<Text>>, _>(errors)
         .bind::<Array<Timestamptz>, _>(started)
         .bind::<Array<Integer>, _>(durations)
         .bind::<Text, _>(worker)
         .load(conn)?;
     Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// The last resort for an outcome the database refused even on its own: the
+/// same status, schedule and fence, without the receiver's bytes and with a
+/// plain error, so the row still ends with its outcome recorded.
+pub fn record_plain(
+    conn: &mut PgConnection,
+    outcome: &Outcome,
+    worker: &str,
+) -> Result<Vec<i64>, StoreError> {
+    let plain = Outcome {
+        response_body: None,
+        error: Some(format!(
+            "{} (the details of this outcome could not be stored)",
+            match outcome.status {
+                DeliveryStatus::Delivered => "delivered",
+                DeliveryStatus::Failed => "failed",
+                DeliveryStatus::Exhausted | DeliveryStatus::Queued => "exhausted",
+            }
+        )),
+        ..outcome.clone()
+    };
+    record(conn, std::slice::from_ref(&plain), worker)
 }
 
 /// A row the sweeper should enqueue.
@@ -393,7 +462,6 @@ pub fn due(
     const SELECT: &str =
         "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
-    const LEASE_FREE: &str = "(l.lease_expires_at IS NULL OR l.lease_expires_at <= now())";
     Ok(match after {
         None => diesel::sql_query(format!(
             "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} ORDER BY l.next_retry, l.id LIMIT $1"
@@ -443,64 +511,99 @@ impl From<&Replayed> for Enqueue {
 }
 
 /// Makes one row due now: Failed stays Failed, Exhausted (and, with `force`,
-/// Delivered) becomes Failed with one more attempt allowed. A row whose
-/// attempt is in flight is refused.
+/// Delivered) becomes Failed with one more attempt allowed, and its fencing
+/// token moves on, so an outcome of an earlier attempt can no longer be
+/// written over it. A row with an attempt in flight (by the database's
+/// clock) is refused.
 pub fn replay(conn: &mut PgConnection, id: i64, force: bool) -> Result<Replayed, StoreError> {
-    conn.transaction(|conn| {
-        let row: DeliveryLog = webhook_request_logs::table
-            .find(id)
-            .select(DeliveryLog::as_select())
-            .for_update()
-            .first(conn)
-            .optional()?
-            .ok_or_else(|| StoreError::NotFound(format!("delivery {id}")))?;
-        let status = row.status();
-        if status == DeliveryStatus::Delivered && !force {
-            return Err(StoreError::Refused(format!(
-                "delivery {id} was already Delivered; replay it anyway with --force"
-            )));
+    #[derive(QueryableByName)]
+    struct Before {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+        #[diesel(sql_type = Nullable<BigInt>)]
+        webhook_id: Option<i64>,
+        #[diesel(sql_type = sql_types::DeliveryStatus)]
+        status: DeliveryStatus,
+        #[diesel(sql_type = Text)]
+        queue: String,
+        #[diesel(sql_type = Integer)]
+        attempts: i32,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        in_flight: bool,
+    }
+    let replayable: &[DeliveryStatus] = if force {
+        &[
+            DeliveryStatus::Failed,
+            DeliveryStatus::Exhausted,
+            DeliveryStatus::Delivered,
+        ]
+    } else {
+        &[DeliveryStatus::Failed, DeliveryStatus::Exhausted]
+    };
+    // The row as it was (for the report) and the update, in one statement.
+    let done: Option<Before> = diesel::sql_query(format!(
+        "WITH before AS (
+             SELECT id, status FROM webhook_request_logs WHERE id = $1 FOR UPDATE
+         )
+         UPDATE webhook_request_logs l
+         SET status = 'Failed', next_retry = now(), lease_expires_at = NULL,
+             claim_token = l.claim_token + 1,
+             max_attempts = GREATEST(l.max_attempts, l.attempts + 1), updated_at = now()
+         FROM before b
+         WHERE l.id = b.id AND l.status = ANY($2)
+           AND {LEASE_FREE}
+         RETURNING l.id, l.webhook_id, b.status, {QUEUE_NOW} AS queue, l.attempts, false AS in_flight"
+    ))
+    .bind::<BigInt, _>(id)
+    .bind::<Array<sql_types::DeliveryStatus>, _>(replayable)
+    .get_result(conn)
+    .optional()?;
+    if let Some(r) = done {
+        return Ok(Replayed {
+            id: r.id,
+            webhook_id: r.webhook_id,
+            previous_status: r.status,
+            queue: r.queue,
+            next_attempt: r.attempts + 1,
+        });
+    }
+    // Nothing changed: say why, from the row as it is now.
+    let why: Option<Before> = diesel::sql_query(format!(
+        "SELECT l.id, l.webhook_id, l.status, {QUEUE_NOW} AS queue, l.attempts,
+                NOT {LEASE_FREE} AS in_flight
+         FROM webhook_request_logs l WHERE l.id = $1"
+    ))
+    .bind::<BigInt, _>(id)
+    .get_result(conn)
+    .optional()?;
+    Err(match why {
+        None => StoreError::NotFound(format!("delivery {id}")),
+        Some(r) if r.in_flight => StoreError::Refused(Refusal::InFlight(id)),
+        Some(r) if r.status == DeliveryStatus::Delivered => {
+            StoreError::Refused(Refusal::AlreadyDelivered(id))
         }
-        if row.lease_expires_at.is_some_and(|t| t > Utc::now()) {
-            return Err(StoreError::Refused(format!(
-                "delivery {id} has an attempt in flight; try again once it is recorded"
-            )));
-        }
-        let queue = crate::schema::webhooks::table
-            .select(crate::schema::webhooks::queue)
-            .filter(crate::schema::webhooks::id.nullable().eq(row.webhook_id))
-            .first::<String>(conn)
-            .optional()?
-            .unwrap_or(row.queue.clone());
-        diesel::sql_query(
-            "UPDATE webhook_request_logs
-             SET status = 'Failed', next_retry = now(), lease_expires_at = NULL,
-                 max_attempts = GREATEST(max_attempts, attempts + 1), updated_at = now()
-             WHERE id = $1",
-        )
-        .bind::<BigInt, _>(id)
-        .execute(conn)?;
-        Ok(Replayed {
-            id,
-            webhook_id: row.webhook_id,
-            previous_status: status,
-            queue,
-            next_attempt: row.attempts + 1,
-        })
+        Some(_) => StoreError::Refused(Refusal::NotYetAttempted(id)),
     })
 }
 
-/// Bulk replay: every row of `webhook` in `status` updated since `since`
-/// (after an outage longer than the schedule). Returns the rows touched.
+/// No attempt holds the row (judged by the database's clock).
+const LEASE_FREE: &str = "(l.lease_expires_at IS NULL OR l.lease_expires_at <= now())";
+
+/// The queue a row goes to now: its webhook's current queue while it exists.
+const QUEUE_NOW: &str =
+    "COALESCE((SELECT w.queue FROM webhooks w WHERE w.id = l.webhook_id), l.queue)";
+
+/// Bulk replay: every row of webhook `webhook_id` in `status` updated since
+/// `since` (after an outage longer than the schedule). Returns the rows
+/// touched.
 pub fn replay_bulk(
     conn: &mut PgConnection,
-    webhook: &str,
+    webhook_id: i64,
     status: DeliveryStatus,
     since: DateTime<Utc>,
 ) -> Result<Vec<Replayed>, StoreError> {
     if status == DeliveryStatus::Queued {
-        return Err(StoreError::Refused(
-            "Queued rows are already on their way; nothing to replay".into(),
-        ));
+        return Err(StoreError::Refused(Refusal::BulkQueued));
     }
     #[derive(QueryableByName)]
     struct Touched {
@@ -513,17 +616,16 @@ pub fn replay_bulk(
         #[diesel(sql_type = Integer)]
         attempts: i32,
     }
-    let touched: Vec<Touched> = diesel::sql_query(
+    let touched: Vec<Touched> = diesel::sql_query(format!(
         "UPDATE webhook_request_logs l
          SET status = 'Failed', next_retry = now(), lease_expires_at = NULL,
+             claim_token = l.claim_token + 1,
              max_attempts = GREATEST(l.max_attempts, l.attempts + 1), updated_at = now()
-         WHERE l.webhook_name = $1 AND l.status = $2 AND l.updated_at >= $3
-           AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
-         RETURNING l.id, l.webhook_id, COALESCE((SELECT w.queue FROM webhooks w WHERE w.id = l.webhook_id), l.queue) AS queue,
-                   l.attempts",
-    )
-    .bind::<Text, _>(webhook)
-    .bind::<Text, _>(status.as_str())
+         WHERE l.webhook_id = $1 AND l.status = $2 AND l.updated_at >= $3 AND {LEASE_FREE}
+         RETURNING l.id, l.webhook_id, {QUEUE_NOW} AS queue, l.attempts"
+    ))
+    .bind::<BigInt, _>(webhook_id)
+    .bind::<sql_types::DeliveryStatus, _>(status)
     .bind::<Timestamptz, _>(since)
     .load(conn)?;
     Ok(touched
@@ -538,11 +640,35 @@ pub fn replay_bulk(
         .collect())
 }
 
+/// Whose rows a filter by webhook name selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookRows {
+    /// A webhook that exists: its rows by id, whatever name they were
+    /// recorded under (it may have been renamed since).
+    Id(i64),
+    /// No webhook has this name now: the rows of deleted webhooks recorded
+    /// under it.
+    Deleted(String),
+}
+
+/// Resolves a webhook name for a filter (see [`WebhookRows`]).
+pub fn webhook_rows(conn: &mut PgConnection, name: &str) -> Result<WebhookRows, StoreError> {
+    let id: Option<i64> = webhooks::table
+        .filter(webhooks::name.eq(name))
+        .select(webhooks::id)
+        .first(conn)
+        .optional()?;
+    Ok(match id {
+        Some(id) => WebhookRows::Id(id),
+        None => WebhookRows::Deleted(name.to_string()),
+    })
+}
+
 /// Filters for `delivery list`.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub status: Option<DeliveryStatus>,
-    pub webhook: Option<String>,
+    pub webhook: Option<WebhookRows>,
     pub limit: i64,
 }
 
@@ -552,10 +678,16 @@ pub fn list(conn: &mut PgConnection, filter: &ListFilter) -> Result<Vec<Delivery
         .select(DeliveryLog::as_select())
         .into_boxed();
     if let Some(s) = filter.status {
-        q = q.filter(webhook_request_logs::status.eq(s.as_str()));
+        q = q.filter(webhook_request_logs::status.eq(s));
     }
-    if let Some(w) = &filter.webhook {
-        q = q.filter(webhook_request_logs::webhook_name.eq(w));
+    match &filter.webhook {
+        Some(WebhookRows::Id(id)) => q = q.filter(webhook_request_logs::webhook_id.eq(*id)),
+        Some(WebhookRows::Deleted(name)) => {
+            q = q
+                .filter(webhook_request_logs::webhook_id.is_null())
+                .filter(webhook_request_logs::webhook_name.eq(name))
+        }
+        None => {}
     }
     Ok(q.order(webhook_request_logs::id.desc())
         .limit(filter.limit.max(1))
@@ -593,14 +725,14 @@ pub struct Counts {
 }
 
 pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
-    let by_status: Vec<(String, i64)> = webhook_request_logs::table
+    let by_status: Vec<(DeliveryStatus, i64)> = webhook_request_logs::table
         .group_by(webhook_request_logs::status)
         .select((webhook_request_logs::status, diesel::dsl::count_star()))
         .load(conn)?;
     let get = |s: DeliveryStatus| {
         by_status
             .iter()
-            .find(|(k, _)| k == s.as_str())
+            .find(|(k, _)| *k == s)
             .map(|(_, n)| *n)
             .unwrap_or(0)
     };

@@ -108,10 +108,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         let mut conn = self.pool.get()?;
         let result = f(&mut conn.conn);
-        if let Err(e) = &result {
-            conn.broken = e.is_transient();
-        }
-        result
+        classify(&mut conn, result)
     }
 
     /// Runs `f` with a connection on a blocking thread.
@@ -124,11 +121,7 @@ impl Store {
         tokio::task::spawn_blocking(move || {
             let mut conn = pool.get()?;
             let result = f(&mut conn.conn);
-            if let Err(e) = &result {
-                // A connection that saw the server go away is not reused.
-                conn.broken = e.is_transient();
-            }
-            result
+            classify(&mut conn, result)
         })
         .await
         .map_err(|e| StoreError::Unavailable(format!("database task failed: {e}")))?
@@ -139,6 +132,50 @@ impl Store {
     /// a no-op when the schema is current.
     pub fn migrate(&self) -> Result<Vec<String>, StoreError> {
         self.run_sync(migrate)
+    }
+}
+
+/// Sorts a failed query by the state of its connection (DESIGN: never by the
+/// words of the message). A lost connection is [`StoreError::Unavailable`]
+/// and is not reused. Otherwise the connection is asked a trivial question:
+/// if it answers, the database refused this statement
+/// ([`StoreError::Rejected`]); if not, it is unavailable.
+fn classify<T>(
+    conn: &mut TrackedConnection,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    use diesel::result::{DatabaseErrorKind as Kind, Error as E};
+    let error = match result {
+        Ok(v) => return Ok(v),
+        Err(StoreError::Query(e)) => e,
+        Err(e) => {
+            conn.broken |= e.is_transient();
+            return Err(e);
+        }
+    };
+    match error {
+        E::DatabaseError(Kind::ClosedConnection, info) => {
+            conn.broken = true;
+            Err(StoreError::Unavailable(info.message().to_string()))
+        }
+        E::BrokenTransactionManager => {
+            conn.broken = true;
+            Err(StoreError::Unavailable(
+                "the connection was left in a broken transaction".into(),
+            ))
+        }
+        e @ E::DatabaseError(..) => {
+            if diesel::sql_query("SELECT 1")
+                .execute(&mut conn.conn)
+                .is_ok()
+            {
+                Err(StoreError::Rejected(e))
+            } else {
+                conn.broken = true;
+                Err(StoreError::Unavailable(e.to_string()))
+            }
+        }
+        other => Err(StoreError::Query(other)),
     }
 }
 

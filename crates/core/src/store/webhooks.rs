@@ -7,7 +7,7 @@ use chrono::Utc;
 use diesel::prelude::*;
 use diesel::PgConnection;
 
-use crate::error::StoreError;
+use crate::error::{Refusal, StoreError};
 use crate::model::{Webhook, WebhookRow};
 use crate::schema::{webhook_config_version, webhooks};
 
@@ -25,7 +25,7 @@ fn map_unique(e: diesel::result::Error, name: &str) -> StoreError {
         diesel::result::Error::DatabaseError(
             diesel::result::DatabaseErrorKind::UniqueViolation,
             _,
-        ) => StoreError::Refused(format!("a webhook named {name:?} already exists")),
+        ) => StoreError::Refused(Refusal::NameTaken(name.to_string())),
         other => StoreError::Query(other),
     }
 }
