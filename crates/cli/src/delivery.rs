@@ -5,7 +5,6 @@ use anyhow::bail;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use serde::Serialize;
-use serde_json::json;
 
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::model::{display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus};
@@ -361,60 +360,85 @@ pub async fn run(
     Ok(())
 }
 
+/// Rows per status, as `stats --json` prints them.
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct RowCounts {
+    queued: i64,
+    delivered: i64,
+    failed: i64,
+    exhausted: i64,
+}
+
+/// What `hookfleet stats --json` prints.
+#[derive(Serialize)]
+struct StatsView {
+    rows: RowCounts,
+    /// Jobs waiting, per queue.
+    queues: std::collections::BTreeMap<String, i64>,
+    /// None when Redis did not answer.
+    dead_letters: Option<i64>,
+    oldest_due_retry: Option<DateTime<Utc>>,
+    next_retry: Option<DateTime<Utc>>,
+    redis_error: Option<String>,
+}
+
 /// `hookfleet stats`.
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
-    let (counts, queues) =
+    let (counts, mut queues) =
         store.run_sync(|c| Ok((deliveries::counts(c)?, webhooks::queue_names(c)?)))?;
-    let mut queues = queues;
     if !queues.iter().any(|q| q == "default") {
         queues.insert(0, "default".into());
     }
-    let mut depths = serde_json::Map::new();
-    let mut redis_error = None;
+    let mut view = StatsView {
+        rows: RowCounts {
+            queued: counts.queued,
+            delivered: counts.delivered,
+            failed: counts.failed,
+            exhausted: counts.exhausted,
+        },
+        queues: Default::default(),
+        dead_letters: None,
+        oldest_due_retry: counts.oldest_due,
+        next_retry: counts.next_due,
+        redis_error: None,
+    };
     for q in &queues {
         match queue.depth(q).await {
             Ok(n) => {
-                depths.insert(q.clone(), json!(n));
+                view.queues.insert(q.clone(), n);
             }
             Err(e) => {
-                redis_error = Some(e.to_string());
+                view.redis_error = Some(e.to_string());
                 break;
             }
         }
     }
-    let dead = match queue.dead_count().await {
-        Ok(n) => Some(n),
+    match queue.dead_count().await {
+        Ok(n) => view.dead_letters = Some(n),
         Err(e) => {
-            redis_error.get_or_insert(e.to_string());
-            None
+            view.redis_error.get_or_insert(e.to_string());
         }
-    };
-    let v = json!({
-        "rows": { "Queued": counts.queued, "Delivered": counts.delivered, "Failed": counts.failed, "Exhausted": counts.exhausted },
-        "queues": depths,
-        "dead_letters": dead,
-        "oldest_due_retry": counts.oldest_due,
-        "next_retry": counts.next_due,
-        "redis_error": redis_error,
-    });
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&view)?);
         return Ok(());
     }
+    let r = &view.rows;
     println!(
         "rows        Queued {}  Delivered {}  Failed {}  Exhausted {}",
-        counts.queued, counts.delivered, counts.failed, counts.exhausted
+        r.queued, r.delivered, r.failed, r.exhausted
     );
-    for (q, n) in &depths {
-        println!("queue       {q}: {n} waiting");
+    for (q, n) in &view.queues {
+        println!("queue       {}: {n} waiting", table::clean(q));
     }
-    if let Some(n) = dead {
+    if let Some(n) = view.dead_letters {
         println!("dead        {n} dead-lettered jobs");
     }
-    println!("oldest due  {}", time(counts.oldest_due));
-    println!("next retry  {}", time(counts.next_due));
-    if let Some(e) = redis_error {
-        println!("note        Redis did not answer: {e}");
+    println!("oldest due  {}", time(view.oldest_due_retry));
+    println!("next retry  {}", time(view.next_retry));
+    if let Some(e) = &view.redis_error {
+        println!("note        Redis did not answer: {}", table::clean(e));
     }
     Ok(())
 }

@@ -12,9 +12,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use hookfleet_core::config::Settings;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::Store;
+use hookfleet_settings::Settings;
 
 use crate::dead::DeadCommand;
 use crate::delivery::DeliveryCommand;

@@ -46,6 +46,12 @@ pub fn clean(text: &str) -> String {
         .collect()
 }
 
+/// Like [`clean`], but keeps line breaks (for multi-line text such as a
+/// template).
+pub fn clean_lines(text: &str) -> String {
+    text.lines().map(clean).collect::<Vec<_>>().join("\n")
+}
+
 /// Cuts `text` to `max` characters on one line, marking the cut; control
 /// characters are escaped (see [`clean`]).
 pub fn clip(text: &str, max: usize) -> String {

@@ -4,7 +4,8 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use hookfleet_core::config::{format_duration, parse_duration};
 use hookfleet_core::model::{
@@ -253,85 +254,130 @@ impl Definition {
     }
 }
 
-/// The webhook as shown to people and scripts: never the secret, and header
-/// values that look like credentials hidden.
-pub fn view(w: &Webhook) -> Value {
-    let headers: Vec<Value> = w
-        .header_list()
-        .iter()
-        .map(|h| json!({ "key": h.key, "value": display_header_value(&h.key, &h.value) }))
-        .collect();
-    let rotating = w.previous_secret.is_some()
-        && w.previous_secret_expires_at
-            .is_some_and(|t| t > chrono::Utc::now());
-    json!({
-        "name": w.name,
-        "entity_type": w.entity_type,
-        "event": w.event,
-        "request_url": w.request_url,
-        "dynamic_url": w.dynamic_url,
-        "request_method": w.request_method,
-        "request_structure": w.request_structure,
-        "body_template": w.body_template,
-        "fields": w.field_mappings(),
-        "headers": headers,
-        "condition": w.condition,
-        "enabled": w.enabled,
-        "signed": w.secret.is_some(),
-        "secret_rotation_until": if rotating { json!(w.previous_secret_expires_at) } else { Value::Null },
-        "timeout": format_duration(w.timeout()),
-        "queue": w.queue,
-        "max_retries": w.max_retries,
-        "max_concurrency": w.max_concurrency,
-        "created_at": w.created_at,
-        "updated_at": w.updated_at,
-    })
+/// A header as shown: the value hidden when it looks like a credential.
+#[derive(Serialize)]
+struct HeaderView {
+    key: String,
+    value: String,
+}
+
+/// The webhook as shown to people and scripts (`webhook list|show --json`):
+/// never the secret, and header values that look like credentials hidden.
+#[derive(Serialize)]
+pub struct WebhookView<'a> {
+    name: &'a str,
+    entity_type: &'a str,
+    event: &'a str,
+    request_url: &'a str,
+    dynamic_url: bool,
+    request_method: &'a str,
+    request_structure: &'a str,
+    body_template: Option<&'a str>,
+    fields: Vec<FieldMapping>,
+    headers: Vec<HeaderView>,
+    condition: Option<&'a str>,
+    enabled: bool,
+    signed: bool,
+    secret_rotation_until: Option<chrono::DateTime<chrono::Utc>>,
+    timeout: String,
+    queue: &'a str,
+    max_retries: i32,
+    max_concurrency: Option<i32>,
+    created_at: chrono::DateTime<chrono::Utc>,
+    updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl<'a> WebhookView<'a> {
+    pub fn new(w: &'a Webhook) -> WebhookView<'a> {
+        let now = chrono::Utc::now();
+        WebhookView {
+            name: &w.name,
+            entity_type: &w.entity_type,
+            event: &w.event,
+            request_url: &w.request_url,
+            dynamic_url: w.dynamic_url,
+            request_method: &w.request_method,
+            request_structure: &w.request_structure,
+            body_template: w.body_template.as_deref(),
+            fields: w.field_mappings(),
+            headers: w
+                .header_list()
+                .iter()
+                .map(|h| HeaderView {
+                    key: h.key.clone(),
+                    value: display_header_value(&h.key, &h.value),
+                })
+                .collect(),
+            condition: w.condition.as_deref(),
+            enabled: w.enabled,
+            signed: w.secret.is_some(),
+            secret_rotation_until: w
+                .previous_secret
+                .as_ref()
+                .and(w.previous_secret_expires_at)
+                .filter(|t| *t > now),
+            timeout: format_duration(w.timeout()),
+            queue: &w.queue,
+            max_retries: w.max_retries,
+            max_concurrency: w.max_concurrency,
+            created_at: w.created_at,
+            updated_at: w.updated_at,
+        }
+    }
+
+    /// The one-line fields a person reads, in order, as text.
+    fn lines(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        vec![
+            ("name", self.name.into()),
+            ("entity_type", self.entity_type.into()),
+            ("event", self.event.into()),
+            ("request_url", self.request_url.into()),
+            ("dynamic_url", self.dynamic_url.to_string()),
+            ("request_method", self.request_method.into()),
+            ("request_structure", self.request_structure.into()),
+            ("condition", opt(self.condition.map(str::to_string))),
+            ("enabled", self.enabled.to_string()),
+            ("signed", self.signed.to_string()),
+            (
+                "secret_rotation_until",
+                opt(self.secret_rotation_until.map(|t| t.to_rfc3339())),
+            ),
+            ("timeout", self.timeout.clone()),
+            ("queue", self.queue.into()),
+            ("max_retries", self.max_retries.to_string()),
+            (
+                "max_concurrency",
+                opt(self.max_concurrency.map(|n| n.to_string())),
+            ),
+        ]
+    }
 }
 
 fn print_one(w: &Webhook) {
-    let v = view(w);
-    let show = |k: &str, val: &Value| {
-        let text = match val {
-            Value::Null => "-".to_string(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        println!("{k:<20} {text}");
-    };
-    for key in [
-        "name",
-        "entity_type",
-        "event",
-        "request_url",
-        "dynamic_url",
-        "request_method",
-        "request_structure",
-        "condition",
-        "enabled",
-        "signed",
-        "secret_rotation_until",
-        "timeout",
-        "queue",
-        "max_retries",
-        "max_concurrency",
-    ] {
-        show(key, &v[key]);
+    let v = WebhookView::new(w);
+    for (key, text) in v.lines() {
+        println!("{key:<20} {}", table::clean(&text));
     }
-    if let Some(t) = &w.body_template {
-        println!("body_template\n{}", t.trim_end());
+    if let Some(t) = v.body_template {
+        println!("body_template\n{}", table::clean_lines(t.trim_end()));
     }
-    for f in w.field_mappings() {
-        println!("field                {} -> {}", f.field, f.key);
-    }
-    for h in v["headers"].as_array().into_iter().flatten() {
+    for f in &v.fields {
         println!(
-            "header               {}: {}",
-            h["key"].as_str().unwrap_or(""),
-            h["value"].as_str().unwrap_or("")
+            "field                {} -> {}",
+            table::clean(&f.field),
+            table::clean(&f.key)
         );
     }
-    show("created_at", &v["created_at"]);
-    show("updated_at", &v["updated_at"]);
+    for h in &v.headers {
+        println!(
+            "header               {}: {}",
+            table::clean(&h.key),
+            table::clean(&h.value)
+        );
+    }
+    println!("{:<20} {}", "created_at", v.created_at.to_rfc3339());
+    println!("{:<20} {}", "updated_at", v.updated_at.to_rfc3339());
 }
 
 pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
@@ -366,10 +412,8 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         WebhookCommand::List { json } => {
             let all = store.run_sync(webhooks::list)?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&all.iter().map(view).collect::<Vec<_>>())?
-                );
+                let views: Vec<WebhookView> = all.iter().map(WebhookView::new).collect();
+                println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
                 let rows: Vec<Vec<String>> = all
                     .iter()
@@ -406,7 +450,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         WebhookCommand::Show { name, json } => {
             let w = store.run_sync(|c| webhooks::get(c, &name))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&view(&w))?);
+                println!("{}", serde_json::to_string_pretty(&WebhookView::new(&w))?);
             } else {
                 print_one(&w);
             }

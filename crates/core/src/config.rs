@@ -1,14 +1,11 @@
-//! Settings shared by every binary: each is a flag with an environment
-//! fallback, so the same names work on a command line, in a systemd unit and
-//! in a Kubernetes manifest (DESIGN "Command line and configuration").
+//! Values every binary's configuration is made of: durations as people
+//! write them, the defaults, and URLs made safe to print. The flags
+//! themselves live in the binaries and `hookfleet-settings` (core knows
+//! nothing of command lines).
 
 use std::time::Duration;
 
-use clap::Args;
-
 use crate::error::ConfigError;
-use crate::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
-use crate::ssrf::NetworkPolicy;
 
 /// Default Redis key prefix: every key hookfleet writes starts with it.
 pub const DEFAULT_PREFIX: &str = "hookfleet:";
@@ -18,45 +15,6 @@ pub const DEFAULT_PREFIX: &str = "hookfleet:";
 /// ticks: long enough that a healthy backlog is never doubled, short enough
 /// that a Redis that lost everything heals within the quarter hour.
 pub const DEFAULT_QUEUE_GRACE: &str = "10m";
-
-/// Connection settings and delivery policy common to all binaries.
-#[derive(Debug, Clone, Args)]
-pub struct Settings {
-    /// Postgres connection URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-
-    /// Redis connection URL.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true
-    )]
-    pub redis_url: String,
-
-    /// Prefix of every Redis key hookfleet uses.
-    #[arg(long, env = "HOOKFLEET_REDIS_PREFIX", default_value = DEFAULT_PREFIX)]
-    pub redis_prefix: String,
-
-    /// Delays between attempts, comma-separated (e.g. 2s,4s,8s).
-    #[arg(long, env = "HOOKFLEET_RETRY_SCHEDULE", default_value = DEFAULT_SCHEDULE, value_parser = RetrySchedule::parse)]
-    pub retry_schedule: RetrySchedule,
-
-    /// Grace before a Queued row whose first attempt has not happened counts
-    /// as lost and is enqueued again by the sweeper.
-    #[arg(long, env = "HOOKFLEET_QUEUE_GRACE", default_value = DEFAULT_QUEUE_GRACE, value_parser = parse_duration)]
-    pub queue_grace: Duration,
-
-    /// Networks webhooks may reach despite the guard against internal
-    /// addresses (comma-separated CIDRs, e.g. 10.0.0.0/8,127.0.0.1/32).
-    #[arg(long, env = "HOOKFLEET_ALLOWED_NETWORKS", default_value = "", value_parser = NetworkPolicy::parse)]
-    pub allowed_networks: NetworkPolicy,
-
-    /// Log format: text or json (RUST_LOG sets the level; default info).
-    #[arg(long, env = "HOOKFLEET_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
-}
 
 /// Parses `500ms`, `5s`, `2m`, `1h`, `1d`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
@@ -101,23 +59,6 @@ pub fn format_duration(d: Duration) -> String {
         s if s.is_multiple_of(3600) => format!("{}h", s / 3600),
         s if s.is_multiple_of(60) => format!("{}m", s / 60),
         s => format!("{s}s"),
-    }
-}
-
-/// Starts `tracing` output on stderr, as text or one JSON object per line.
-pub fn init_tracing(format: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colours only for a person at a terminal, never in files or pipes.
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    if format == "json" {
-        let _ = builder.json().try_init();
-    } else {
-        let _ = builder.try_init();
     }
 }
 

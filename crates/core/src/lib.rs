@@ -20,7 +20,8 @@
 //! - [`dead`]: the dead-letter list.
 //! - [`shutdown`]: the drain-then-stop signal every binary shares.
 //! - [`backoff`]: waits between reconnection attempts.
-//! - [`config`]: settings shared by every binary (flags with env fallbacks).
+//! - [`config`]: durations as people write them, shared defaults, URLs made
+//!   safe to print (the flags themselves are in `hookfleet-settings`).
 //! - [`error`]: the error types callers match on.
 
 pub mod attempt;

@@ -11,12 +11,12 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
-use hookfleet_core::config::{init_tracing, Settings};
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
+use hookfleet_settings::{init_tracing, Settings};
 
 /// Events per transaction when emitting a file: large enough to amortise the
 /// round trips, small enough that one batch commits in tens of milliseconds.

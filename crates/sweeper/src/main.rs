@@ -6,10 +6,11 @@ use std::time::Duration;
 use clap::Parser;
 
 use hookfleet_core::backoff::Backoff;
-use hookfleet_core::config::{init_tracing, parse_duration, Settings};
+use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
+use hookfleet_settings::{init_tracing, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 
 /// The largest batch a tick may take: beyond this a tick stops being quick.

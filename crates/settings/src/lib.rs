@@ -1,0 +1,74 @@
+//! # hookfleet-settings
+//!
+//! What every hookfleet binary shares at its edge: the settings that are a
+//! flag with an environment fallback (so the same names work on a command
+//! line, in a systemd unit and in a Kubernetes manifest, DESIGN "Command line
+//! and configuration"), and how logs are written.
+//!
+//! # Layout
+//! - [`Settings`]: connection settings and delivery policy.
+//! - [`init_tracing`]: text or JSON logs on stderr.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
+use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
+use hookfleet_core::ssrf::NetworkPolicy;
+
+/// Connection settings and delivery policy common to all binaries.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Postgres connection URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+
+    /// Redis connection URL.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
+    pub redis_url: String,
+
+    /// Prefix of every Redis key hookfleet uses.
+    #[arg(long, env = "HOOKFLEET_REDIS_PREFIX", default_value = DEFAULT_PREFIX)]
+    pub redis_prefix: String,
+
+    /// Delays between attempts, comma-separated (e.g. 2s,4s,8s).
+    #[arg(long, env = "HOOKFLEET_RETRY_SCHEDULE", default_value = DEFAULT_SCHEDULE, value_parser = RetrySchedule::parse)]
+    pub retry_schedule: RetrySchedule,
+
+    /// Grace before a Queued row whose first attempt has not happened counts
+    /// as lost and is enqueued again by the sweeper.
+    #[arg(long, env = "HOOKFLEET_QUEUE_GRACE", default_value = DEFAULT_QUEUE_GRACE, value_parser = parse_duration)]
+    pub queue_grace: Duration,
+
+    /// Networks webhooks may reach despite the guard against internal
+    /// addresses (comma-separated CIDRs, e.g. 10.0.0.0/8,127.0.0.1/32).
+    #[arg(long, env = "HOOKFLEET_ALLOWED_NETWORKS", default_value = "", value_parser = NetworkPolicy::parse)]
+    pub allowed_networks: NetworkPolicy,
+
+    /// Log format: text or json (RUST_LOG sets the level; default info).
+    #[arg(long, env = "HOOKFLEET_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// Starts `tracing` output on stderr, as text or one JSON object per line.
+pub fn init_tracing(format: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, never in files or pipes.
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    if format == "json" {
+        let _ = builder.json().try_init();
+    } else {
+        let _ = builder.try_init();
+    }
+}
