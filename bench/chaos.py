@@ -10,7 +10,9 @@ M events in batches. Meanwhile it injects faults:
   - kill -9 of a random worker every few seconds (restarted at once);
   - a Redis restart (it keeps nothing on disk: every queue and key is lost);
   - a Postgres crash and restart;
-  - the receiver hanging, answering 500, and dropping connections, each for a while.
+  - the receiver hanging, answering 500, and dropping connections, each for a while;
+  - with --hostile, every answer the receiver accepts carries hostile bytes
+    (NUL, invalid UTF-8, gzip, terminal escapes, 64 KiB of binary).
 
 Then it stops the faults, waits until every row is terminal, and prints what
 arrived: events emitted, rows Delivered / Exhausted, events never received
@@ -62,7 +64,8 @@ class Fleet:
 
     def start_receiver(self):
         self.receiver = subprocess.Popen(
-            [os.path.join(BIN, "hookfleet-bench-receiver"), f"127.0.0.1:{self.receiver_port}", "--secret", SECRET],
+            [os.path.join(BIN, "hookfleet-bench-receiver"), f"127.0.0.1:{self.receiver_port}", "--secret", SECRET]
+            + (["--hostile"] if self.args.hostile else []),
             stdout=subprocess.DEVNULL, stderr=self.logfile("receiver"))
         wait_port(self.receiver_port)
 
@@ -171,6 +174,8 @@ def main():
     ap.add_argument("--schedule", default="1s,2s,4s,8s")
     ap.add_argument("--max-retries", type=int, default=20)
     ap.add_argument("--grace", default="5s")
+    ap.add_argument("--hostile", action="store_true",
+                    help="the receiver answers 2xx with hostile bodies (NUL, invalid UTF-8, gzip, escapes, binary)")
     ap.add_argument("--receiver-ms", type=int, default=200,
                     help="how long the receiver takes per request: deliveries are in flight when workers die")
     args = ap.parse_args()
@@ -306,6 +311,8 @@ def write_doc(out, args, reasons, delivered_unseen, unknown, duplicates, dup_ids
     """docs/CHAOS.md: the latest run's table, with when, where and how."""
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     reasons_text = "".join(f"\n| Exhausted: {r} | {n} |" for r, n in reasons.items())
+    hostile_text = (" Every answer it accepts carries hostile bytes (NUL, invalid UTF-8, gzip,\n"
+                    "terminal escapes, 64 KiB of binary), in turn." if args.hostile else "")
     text = f"""# The chaos run
 
 Latest run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on {os.cpu_count()} cores and {mem:.0f} GiB.
@@ -317,8 +324,8 @@ A fleet under faults, counted at a receiver that verifies both signatures:
 crash and restart; the receiver hanging, answering 500, and dropping
 connections, {args.fault_seconds} s each; two sweepers ticking every second; retry schedule
 `{args.schedule}`, max_retries {args.max_retries}, grace {args.grace}. The receiver takes {args.receiver_ms} ms
-per request, so kills land mid-delivery. Its own Redis and Postgres, on
-spare ports.
+per request, so kills land mid-delivery.{hostile_text} Its own Redis and
+Postgres, on spare ports.
 
 | what | count |
 | --- | ---: |

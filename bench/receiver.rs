@@ -13,9 +13,12 @@
 //! times it was answered 2xx (a second 2xx for one id is a duplicate
 //! delivery; a second receipt after a 500 or a timeout is a retry). With `--secret S` every request's
 //! Frappe and Standard Webhooks signatures are verified (a request that fails
-//! is answered 401 and counted in `bad_signatures`).
+//! is answered 401 and counted in `bad_signatures`). With `--hostile` every
+//! successful answer is a 200 whose body is hostile bytes, in turn: NUL bytes,
+//! invalid UTF-8, a gzip stream (with `Content-Encoding: gzip`), terminal
+//! escape sequences, and 64 KiB of binary.
 //!
-//! usage: hookfleet-bench-receiver [ADDR] [--secret S]   (default 127.0.0.1:18090)
+//! usage: hookfleet-bench-receiver [ADDR] [--secret S] [--hostile]   (default 127.0.0.1:18090)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -25,7 +28,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::engine::general_purpose::STANDARD;
@@ -44,6 +47,7 @@ const DROP_MESSAGE: &str = "bench receiver: dropping the connection";
 
 #[derive(Default)]
 struct Counts {
+    hostile: bool,
     requests: AtomicU64,
     bad_signatures: AtomicU64,
     mode: AtomicU8,
@@ -78,13 +82,57 @@ fn verified(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
     frappe && standard
 }
 
+/// The `n`th hostile body, and whether it claims to be gzip.
+fn hostile_body(n: u64) -> (Vec<u8>, bool) {
+    match n % 5 {
+        0 => (b"ok\0\0accepted\0".to_vec(), false),
+        1 => (vec![b'o', b'k', 0xff, 0xfe, 0xfd, 0xc3, 0x28, 0xa0, 0xa1], false),
+        // A gzip member header, then deflate-looking bytes.
+        2 => (
+            vec![0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0x03, 0xcb, 0xcf, 0x06, 0x00, 0x47, 0xdd, 0xdc, 0x79, 0x02, 0, 0, 0],
+            true,
+        ),
+        3 => (b"\x1b[2J\x1b[31mred alert\x07\x1b]0;pwned\x07\r\n".to_vec(), false),
+        _ => {
+            // 64 KiB of pseudo-random bytes (xorshift), NULs included.
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ n;
+            let bytes = (0..64 * 1024)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            (bytes, false)
+        }
+    }
+}
+
 async fn receive(
     State(counts): State<Arc<Counts>>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> StatusCode {
-    counts.requests.fetch_add(1, Ordering::Relaxed);
+) -> Response {
+    let n = counts.requests.fetch_add(1, Ordering::Relaxed);
+    let status = judge(&counts, &uri, &headers, &body).await;
+    if counts.hostile && status.is_success() {
+        let (body, gzip) = hostile_body(n);
+        let mut response = (StatusCode::OK, body).into_response();
+        if gzip {
+            response.headers_mut().insert(
+                axum::http::header::CONTENT_ENCODING,
+                axum::http::HeaderValue::from_static("gzip"),
+            );
+        }
+        return response;
+    }
+    status.into_response()
+}
+
+/// Counts a request and decides its answer.
+async fn judge(counts: &Counts, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> StatusCode {
     let path = uri.path();
     let prefix = path.split('/').nth(1).unwrap_or("").to_string();
     *counts
@@ -106,7 +154,7 @@ async fn receive(
             .or_default() += 1;
     }
     if let Some(secret) = &counts.secret {
-        if !verified(secret, &headers, &body) {
+        if !verified(secret, headers, body) {
             counts.bad_signatures.fetch_add(1, Ordering::Relaxed);
             return StatusCode::UNAUTHORIZED;
         }
@@ -183,9 +231,13 @@ async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut addr = "127.0.0.1:18090".to_string();
     let mut secret = None;
+    let mut hostile = false;
     let mut i = 0;
     while i < args.len() {
-        if args[i] == "--secret" {
+        if args[i] == "--hostile" {
+            hostile = true;
+            i += 1;
+        } else if args[i] == "--secret" {
             secret = args.get(i + 1).cloned();
             i += 2;
         } else {
@@ -202,6 +254,7 @@ async fn main() -> std::io::Result<()> {
     }));
     let counts = Arc::new(Counts {
         secret,
+        hostile,
         ..Counts::default()
     });
     let app = Router::new()

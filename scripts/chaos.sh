@@ -3,6 +3,7 @@
 #
 #   scripts/chaos.sh                                  # 50,000 events over 10 minutes of faults
 #   scripts/chaos.sh --events 5000 --duration 120     # a short one
+#   scripts/chaos.sh --hostile                        # the receiver answers with NUL, binary, gzip bytes
 #
 # Starts its own Redis and Postgres on spare ports (the machine's shared ones
 # are untouched), builds in release mode, and prints the table described in

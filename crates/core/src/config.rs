@@ -16,6 +16,11 @@ pub const DEFAULT_PREFIX: &str = "hookfleet:";
 /// that a Redis that lost everything heals within the quarter hour.
 pub const DEFAULT_QUEUE_GRACE: &str = "10m";
 
+/// The longest duration any setting takes (a year): a retry delay, a
+/// retention, a grace. Longer ones are typos, and no timestamp arithmetic
+/// near it can overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
+
 /// Parses `500ms`, `5s`, `2m`, `1h`, `1d`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
     let t = text.trim();
@@ -40,7 +45,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
             )))
         }
     };
-    if !seconds.is_finite() || !(0.0..=365.0 * 86400.0).contains(&seconds) {
+    if !seconds.is_finite() || !(0.0..=MAX_DURATION.as_secs_f64()).contains(&seconds) {
         return Err(ConfigError(format!("{text:?} is out of range")));
     }
     Ok(Duration::from_secs_f64(seconds))

@@ -29,6 +29,7 @@ use diesel::PgConnection;
 use serde::Serialize;
 
 use crate::attempt::{Claim, Outcome};
+use crate::config::MAX_DURATION;
 use crate::error::{Refusal, StoreError};
 use crate::model::{parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
@@ -414,14 +415,16 @@ pub fn record(
 }
 
 /// The last resort for an outcome the database refused even on its own: the
-/// same status, schedule and fence, without the receiver's bytes and with a
-/// plain error, so the row still ends with its outcome recorded.
+/// same status and fence, a retry delay within [`MAX_DURATION`], without the
+/// receiver's bytes and with a plain error, so the row still ends with its
+/// outcome recorded.
 pub fn record_plain(
     conn: &mut PgConnection,
     outcome: &Outcome,
     worker: &str,
 ) -> Result<Vec<i64>, StoreError> {
     let plain = Outcome {
+        retry_in: outcome.retry_in.map(|d| d.min(MAX_DURATION)),
         response_body: None,
         error: Some(format!(
             "{} (the details of this outcome could not be stored)",
