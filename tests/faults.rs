@@ -2,81 +2,34 @@
 //! Redis cut or restarted. Tests that break a server start their own
 //! throwaway instance on a spare port.
 
-use hookfleet_core::model::DeliveryStatus;
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
 use hookfleet_producer::{Batch, EmitError, Event};
 use hookfleet_testkit::{
-    sales_order, sales_orders, spec, LocalPostgres, LocalRedis, Receiver, Reply, TestEnv,
+    sales_order, sales_orders, spec, until, until_seen, FleetProcess, LocalPostgres, LocalRedis,
+    Receiver, Reply, TestEnv, PATIENCE,
 };
 
-const WAIT: Duration = Duration::from_secs(40);
 const KEY_TTL: Duration = Duration::from_secs(600);
 
-/// A worker process, killed when dropped (so a failing test leaves none).
-struct WorkerProcess(Child);
-
-impl WorkerProcess {
-    fn start(env: &TestEnv, args: &[&str]) -> WorkerProcess {
-        let child = env
-            .command("hookfleet-worker")
-            .args(args)
-            // Not about per-webhook limits: every slot may go to one webhook.
-            .env("HOOKFLEET_ENDPOINT_CONCURRENCY", "1000")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start worker");
-        WorkerProcess(child)
-    }
-
-    fn signal(&self, sig: &str) {
-        Command::new("kill")
-            .args([sig, &self.0.id().to_string()])
-            .status()
-            .expect("kill");
-    }
-
-    /// Waits for the process to exit; its exit code.
-    fn wait(&mut self, timeout: Duration) -> Option<i32> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "worker did not exit within {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never happened: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// `hookfleet-worker ARGS` as a real process, its output discarded.
+fn start_worker_process(env: &TestEnv, args: &[&str]) -> FleetProcess {
+    let mut cmd = env.command("hookfleet-worker");
+    cmd.args(args)
+        // Not about per-webhook limits: every slot may go to one webhook.
+        .env("HOOKFLEET_ENDPOINT_CONCURRENCY", "1000")
+        .env("RUST_LOG", "warn");
+    FleetProcess::spawn(cmd)
 }
 
 fn all_delivered(env: &TestEnv, n: usize) -> bool {
-    let rows = env.rows();
+    all_of_n_delivered(&env.rows(), n)
+}
+
+fn all_of_n_delivered(rows: &[DeliveryLog], n: usize) -> bool {
     rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
 }
 
@@ -100,7 +53,7 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
     env.add_webhook(&s);
     env.producer().emit_batch(sales_orders(6)).await.unwrap();
 
-    let mut a = WorkerProcess::start(
+    let mut a = start_worker_process(
         &env,
         &[
             "--concurrency",
@@ -111,7 +64,7 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
             "1s",
         ],
     );
-    rx.wait_for(6, WAIT).await;
+    rx.wait_for(6, PATIENCE).await;
     a.signal("-KILL");
     a.wait(Duration::from_secs(5));
     assert!(
@@ -126,16 +79,15 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
         c.lease_margin = Duration::from_secs(1);
     });
     let sweeper = env.sweeper(100, KEY_TTL);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !all_delivered(&env, 6) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not all delivered: {:?}",
+    until_seen(
+        "every row delivered by B",
+        async || {
+            sweeper.tick().await.unwrap();
             env.rows()
-        );
-        sweeper.tick().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        },
+        |rows| all_of_n_delivered(rows, 6),
+    )
+    .await;
     b.stop().await;
     // Every row was delivered by B's attempt; A's processing list is empty
     // and A is no longer registered.
@@ -168,11 +120,11 @@ async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
     rx.reply_always(Reply::status(200).delayed(Duration::from_secs(2)));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     env.producer().emit_batch(sales_orders(5)).await.unwrap();
-    let mut w = WorkerProcess::start(&env, &["--concurrency", "8"]);
-    rx.wait_for(5, WAIT).await;
+    let mut w = start_worker_process(&env, &["--concurrency", "8"]);
+    rx.wait_for(5, PATIENCE).await;
     let signalled = Instant::now();
     w.signal("-TERM");
-    assert_eq!(w.wait(Duration::from_secs(15)), Some(0));
+    assert_eq!(w.wait(Duration::from_secs(15)).code(), Some(0));
     assert!(
         signalled.elapsed() >= Duration::from_millis(1000),
         "it waited for the deliveries"
@@ -198,10 +150,10 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
     s.timeout = Duration::from_secs(10);
     env.add_webhook(&s);
     env.producer().emit_batch(sales_orders(3)).await.unwrap();
-    let mut w = WorkerProcess::start(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
-    rx.wait_for(3, WAIT).await;
+    let mut w = start_worker_process(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
+    rx.wait_for(3, PATIENCE).await;
     w.signal("-TERM");
-    assert_eq!(w.wait(Duration::from_secs(10)), Some(0));
+    assert_eq!(w.wait(Duration::from_secs(10)).code(), Some(0));
     let queue = env.queue.keys().queue("default");
     assert_eq!(env.llen(&queue), 3, "the three jobs are back on the queue");
     assert!(env.keys().iter().all(|k| !k.contains(":processing:")));
@@ -209,6 +161,7 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
     // the jobs now must not send them again before the lease ends.
     let b = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
     until("the returned jobs are taken", || env.llen(&queue) == 0).await;
+    // Deliberately a window: nothing may be sent again during it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.count(), 3, "no second send while the lease holds");
     b.stop().await;
@@ -223,7 +176,7 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
     s.timeout = Duration::from_secs(2);
     env.add_webhook(&s);
     env.producer().emit_batch(sales_orders(2)).await.unwrap();
-    let mut w = WorkerProcess::start(
+    let mut w = start_worker_process(
         &env,
         &[
             "--concurrency",
@@ -234,12 +187,14 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
             "1s",
         ],
     );
-    rx.wait_for(2, WAIT).await;
+    rx.wait_for(2, PATIENCE).await;
     w.signal("-TERM");
+    // Two signals, not one the kernel might merge: the second comes while
+    // the first's drain is under way (nothing to poll: its output is off).
     tokio::time::sleep(Duration::from_millis(200)).await;
     w.signal("-TERM");
     assert_eq!(
-        w.wait(Duration::from_secs(5)),
+        w.wait(Duration::from_secs(5)).code(),
         Some(1),
         "stopped at once, not drained"
     );
@@ -261,12 +216,15 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
         c.lease_margin = Duration::from_secs(1);
     });
     let sweeper = env.sweeper(100, KEY_TTL);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !all_delivered(&env, 2) {
-        assert!(tokio::time::Instant::now() < deadline, "{:?}", env.rows());
-        sweeper.tick().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    until_seen(
+        "every row recovered and delivered",
+        async || {
+            sweeper.tick().await.unwrap();
+            env.rows()
+        },
+        |rows| all_of_n_delivered(rows, 2),
+    )
+    .await;
     assert_eq!(env.llen(&held[0]), 0, "recovered");
     b.stop().await;
 }
@@ -274,21 +232,19 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_twice() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on(
-        &pg.admin_url(),
-        &std::env::var("HOOKFLEET_TEST_REDIS_URL")
-            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
-    );
+    let env = TestEnv::on_postgres(&pg.admin_url());
     let rx = Receiver::start().await;
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     env.producer().emit_batch(sales_orders(30)).await.unwrap();
     let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
-    rx.wait_for(4, WAIT).await;
+    rx.wait_for(4, PATIENCE).await;
 
     pg.stop_immediately();
     // The four in flight finish; their outcomes cannot be written, so the
-    // worker keeps their jobs and slots and takes nothing new.
+    // worker keeps their jobs and slots and takes nothing new. Deliberately
+    // fixed times: 3 s for the worker to settle, then a 2 s window in which
+    // nothing more may arrive.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let during = rx.count();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -309,11 +265,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on(
-        &pg.admin_url(),
-        &std::env::var("HOOKFLEET_TEST_REDIS_URL")
-            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
-    );
+    let env = TestEnv::on_postgres(&pg.admin_url());
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let producer = env.producer();
@@ -342,11 +294,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
         text.contains("nothing was recorded") && text.contains("database"),
         "{text}"
     );
-    assert_eq!(
-        env.llen(&env.queue.keys().queue("default")),
-        1,
-        "only the first event's job"
-    );
+    assert_eq!(env.queue_depth("default"), 1, "only the first event's job");
     pg.start_again();
     assert_eq!(env.rows().len(), 1);
 }
@@ -354,9 +302,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the_grace() {
     let mut redis = LocalRedis::start();
-    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let env = TestEnv::on(&admin, &redis.url());
+    let env = TestEnv::on_redis(&redis.url());
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let grace = Duration::from_secs(1);
@@ -368,6 +314,8 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
     assert!(report.deliveries.iter().all(|d| d.enqueued));
     redis.restart();
     let worker = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
+    // Deliberately the grace itself: until it has passed the sweeper may not
+    // count the rows lost, and meanwhile nothing may arrive.
     tokio::time::sleep(grace + Duration::from_millis(300)).await;
     assert_eq!(rx.count(), 0, "the jobs died with Redis");
     let tick = env.sweeper(100, grace).tick().await.unwrap();
@@ -382,9 +330,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it() {
     let mut redis = LocalRedis::start();
-    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let env = TestEnv::on(&admin, &redis.url());
+    let env = TestEnv::on_redis(&redis.url());
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let grace = Duration::from_secs(1);
@@ -411,6 +357,8 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
     );
     redis.start_again();
     let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
+    // Deliberately the grace itself: before it the sweeper leaves the row to
+    // its (lost) job.
     tokio::time::sleep(grace + Duration::from_millis(200)).await;
     env.sweeper(100, grace).tick().await.unwrap();
     until("delivered", || all_delivered(&env, 1)).await;
@@ -421,9 +369,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     let mut redis = LocalRedis::start();
-    let admin = std::env::var("HOOKFLEET_TEST_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let env = TestEnv::on(&admin, &redis.url());
+    let env = TestEnv::on_redis(&redis.url());
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let producer = env.producer();
@@ -431,6 +377,7 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     producer.emit_batch(sales_orders(3)).await.unwrap();
     until("first three delivered", || all_delivered(&env, 3)).await;
     redis.kill();
+    // Deliberately an outage of a fixed length for the worker to ride out.
     tokio::time::sleep(Duration::from_secs(2)).await;
     redis.start_again();
     let mut more = Batch::new();

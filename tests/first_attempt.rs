@@ -1,19 +1,16 @@
 //! The first attempt of a delivery, end to end: producer → Redis → worker →
 //! a real receiver on 127.0.0.1 → the outcome in Postgres.
 
-use hookfleet_core::model::DeliveryStatus;
 use std::time::Duration;
 
 use chrono::Utc;
 use serde_json::json;
 
-use hookfleet_core::model::{FieldMapping, Structure};
+use hookfleet_core::model::{DeliveryStatus, FieldMapping, Structure};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::sign::Secret;
 use hookfleet_producer::{Batch, EmitError, Event};
-use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv};
-
-const WAIT: Duration = Duration::from_secs(20);
+use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv, PATIENCE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures() {
@@ -342,7 +339,8 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
         (900..3000).contains(&took),
         "attempt took {took} ms with a 1 s timeout"
     );
-    // No back-to-back re-fire: still one request a while later.
+    // No back-to-back re-fire: deliberately a window, still one request a
+    // while later.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.count(), 1);
     worker.stop().await;
@@ -396,6 +394,7 @@ async fn a_template_that_fails_at_render_time_is_recorded_exhausted_without_a_re
         row.error
     );
     assert!(row.next_retry.is_none());
+    // Deliberately a window: the running worker must send nothing.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.count(), 0);
     worker.stop().await;
@@ -432,7 +431,7 @@ async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_reques
     assert!(row.next_retry.is_none());
     assert_eq!(rx.count(), 1);
     // Nothing was queued for it.
-    assert_eq!(env.llen(&env.queue.keys().queue("default")), 0);
+    assert_eq!(env.queue_depth("default"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -523,7 +522,7 @@ async fn concurrency_four_never_puts_more_than_four_requests_in_flight() {
     let batch = sales_orders(24);
     producer.emit_batch(batch).await.unwrap();
     let worker = env.start_worker(4, RetrySchedule::default());
-    rx.wait_for(24, WAIT).await;
+    rx.wait_for(24, PATIENCE).await;
     let stats = worker.stop().await;
     assert_eq!(stats.delivered, 24);
     assert_eq!(rx.max_in_flight(), 4, "the cap is reached and never passed");
@@ -534,21 +533,14 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
     let env = TestEnv::new();
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
-    let queue_key = env.queue.keys().queue("default");
-    {
-        let mut conn = env.redis();
-        for poison in [
+    env.push_jobs(
+        "default",
+        [
             "not json at all",
             r#"{"v":1,"log_id":987654}"#,
             r#"{"v":9,"log_id":1}"#,
-        ] {
-            redis::cmd("LPUSH")
-                .arg(&queue_key)
-                .arg(poison)
-                .query::<()>(&mut conn)
-                .unwrap();
-        }
-    }
+        ],
+    );
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
     env.until_row(report.deliveries[0].id, |r| {

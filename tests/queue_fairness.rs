@@ -10,28 +10,11 @@ fn job(log_id: i64, webhook: i64) -> String {
 
 /// The queue, oldest first.
 fn queue(env: &TestEnv) -> Vec<i64> {
-    let mut conn = env.redis();
-    let raw: Vec<String> = redis::cmd("LRANGE")
-        .arg(env.queue.keys().queue("default"))
-        .arg(0)
-        .arg(-1)
-        .query(&mut conn)
-        .unwrap();
-    raw.iter()
-        .rev()
-        .map(|j| Job::decode(j).unwrap().log_id)
-        .collect()
+    env.queued_ids("default")
 }
 
 fn push_oldest_first(env: &TestEnv, jobs: &[String]) {
-    let mut conn = env.redis();
-    for j in jobs {
-        redis::cmd("LPUSH")
-            .arg(env.queue.keys().queue("default"))
-            .arg(j)
-            .query::<()>(&mut conn)
-            .unwrap();
-    }
+    env.push_jobs("default", jobs);
 }
 
 #[tokio::test]

@@ -1,40 +1,36 @@
 //! Retries that survive an outage: the schedule on the rows, the sweeper,
 //! the retry path in the worker, and the operator's replay.
 
-use hookfleet_core::model::DeliveryStatus;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
 
-use hookfleet_core::model::DeliveryLog;
+use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::sign::Secret;
 use hookfleet_core::store::deliveries;
 use hookfleet_producer::Event;
-use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv};
+use hookfleet_testkit::{
+    sales_order, sales_orders, spec, until, until_seen, Receiver, Reply, TestEnv, PATIENCE,
+};
 
-const WAIT: Duration = Duration::from_secs(30);
 const KEY_TTL: Duration = Duration::from_secs(600);
 
 /// Waits until the row's attempt is recorded and its in-flight key released
 /// (the worker acks just after writing the outcome), so a tick can take it.
 async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
     let key = env.queue.keys().in_flight("default", id);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row = env.row(id);
-        let held = env.keys().contains(&key);
-        if row.status != DeliveryStatus::Queued && row.lease_expires_at.is_none() && !held {
-            return row;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "row {id} never settled: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (row, _) = until_seen(
+        &format!("row {id} settles"),
+        async || (env.row(id), env.keys().contains(&key)),
+        |(row, held)| {
+            row.status != DeliveryStatus::Queued && row.lease_expires_at.is_none() && !held
+        },
+    )
+    .await;
+    row
 }
 
 async fn emit_one(env: &TestEnv, name: &str) -> i64 {
@@ -52,21 +48,11 @@ async fn retry_now(env: &TestEnv, id: i64) -> usize {
 
 /// Waits until every row is terminal (Delivered or Exhausted).
 async fn until_all_terminal(env: &TestEnv) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if env
-            .rows()
-            .iter()
+    env.until_rows("every row terminal", |rows| {
+        rows.iter()
             .all(|r| r.status == DeliveryStatus::Delivered || r.status == DeliveryStatus::Exhausted)
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "rows never all terminal"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +239,7 @@ async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
     assert_eq!((tick.due, tick.enqueued, tick.skipped_in_flight), (1, 0, 1));
     let row = env.row(id);
     assert_eq!((row.status.as_str(), row.attempts), ("Failed", 1));
-    assert_eq!(env.llen(&env.queue.keys().queue("default")), 0);
+    assert_eq!(env.queue_depth("default"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,21 +276,14 @@ async fn a_stale_duplicate_job_is_dropped_without_a_request() {
         .await;
     let before = rx.count();
     // Jobs for a row not due yet and for a terminal row.
-    {
-        let mut conn = env.redis();
-        for id in [failed, delivered] {
-            redis::cmd("LPUSH")
-                .arg(env.queue.keys().queue("default"))
-                .arg(Job::new(id).encode())
-                .query::<()>(&mut conn)
-                .unwrap();
-        }
-    }
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while env.llen(&env.queue.keys().queue("default")) > 0 {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    env.push_jobs(
+        "default",
+        [failed, delivered].map(|id| Job::new(id).encode()),
+    );
+    until("the stale jobs are taken", || {
+        env.queue_depth("default") == 0
+    })
+    .await;
     let stats = worker.stop().await;
     assert_eq!(stats.stale, 2);
     assert_eq!(rx.count(), before);
@@ -320,18 +299,11 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     let batch = sales_orders(1000);
     env.producer().emit_batch(batch).await.unwrap();
     let worker = env.start_worker(64, RetrySchedule::default());
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while env
-        .rows()
-        .iter()
-        .any(|r| r.status != DeliveryStatus::Failed || r.lease_expires_at.is_some())
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "first attempts never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    env.until_rows("the first attempts finish", |rows| {
+        rows.iter()
+            .all(|r| r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none())
+    })
+    .await;
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(20)));
     let first_round = rx.count();
     assert_eq!(first_round, 1000);
@@ -386,8 +358,9 @@ async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplic
     env.make_all_due();
     let sweeper = env.sweeper(100, KEY_TTL);
     assert_eq!(sweeper.tick().await.unwrap().enqueued, 3);
-    rx.wait_for(6, WAIT).await;
-    // The retries are at the slow receiver now; tick again, and again.
+    rx.wait_for(6, PATIENCE).await;
+    // The retries are at the slow receiver now; tick again, and again,
+    // deliberately spaced over the time they are in flight.
     for _ in 0..3 {
         let t = sweeper.tick().await.unwrap();
         assert_eq!(t.enqueued, 0, "{t:?}");
@@ -408,31 +381,18 @@ async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_fir
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let batch = sales_orders(250);
     let report = env.producer().emit_batch(batch).await.unwrap();
-    env.lose_redis(); // no first attempt: every row waits for the sweeper
-                      // Spread the due times so "oldest first" is observable: row i due i ms apart.
+    // No first attempt: every row waits for the sweeper.
+    env.lose_redis();
+    // Spread the due times so "oldest first" is observable: row i due i ms apart.
     for (i, d) in report.deliveries.iter().enumerate() {
         env.set_due_in(d.id, -100.0 + i as f64 * 0.01);
     }
     let sweeper = env.sweeper(100, KEY_TTL);
-    let queue_key = env.queue.keys().queue("default");
     let mut enqueued_order: Vec<i64> = Vec::new();
     for expected in [100, 100, 50] {
         let t = sweeper.tick().await.unwrap();
         assert_eq!(t.enqueued, expected, "{t:?}");
-        let mut conn = env.redis();
-        let jobs: Vec<String> = redis::cmd("LRANGE")
-            .arg(&queue_key)
-            .arg(0)
-            .arg(-1)
-            .query(&mut conn)
-            .unwrap();
-        // LPUSHed: the newest job is at the head.
-        let ids: Vec<i64> = jobs
-            .iter()
-            .rev()
-            .map(|j| Job::decode(j).unwrap().log_id)
-            .collect();
-        enqueued_order = ids;
+        enqueued_order = env.queued_ids("default");
     }
     let expected: Vec<i64> = report.deliveries.iter().map(|d| d.id).collect();
     assert_eq!(enqueued_order, expected, "oldest first, each once");
@@ -464,10 +424,12 @@ async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once
         0,
         "nothing is due before the grace"
     );
+    // Deliberately the grace itself: only once it has passed are the rows
+    // counted lost.
     tokio::time::sleep(grace + Duration::from_millis(200)).await;
     assert_eq!(sweeper.tick().await.unwrap().enqueued, 100);
     let worker = env.start_worker(16, RetrySchedule::default());
-    rx.wait_for(100, WAIT).await;
+    rx.wait_for(100, PATIENCE).await;
     until_all_terminal(&env).await;
     worker.stop().await;
     let mut ids: Vec<String> = rx
@@ -554,15 +516,10 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     let worker = env.start_worker(4, RetrySchedule::default());
     let batch = sales_orders(5);
     env.producer().emit_batch(batch).await.unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while env
-        .rows()
-        .iter()
-        .any(|r| r.status != DeliveryStatus::Exhausted)
-    {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    env.until_rows("every row exhausted", |rows| {
+        rows.iter().all(|r| r.status == DeliveryStatus::Exhausted)
+    })
+    .await;
     rx.reply_always(Reply::status(200));
     for r in env.rows() {
         until_idle(&env, r.id).await;

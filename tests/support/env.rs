@@ -1,7 +1,7 @@
 //! A test's own database and Redis prefix, and the fleet's parts on top.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +9,10 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double};
 
-use hookfleet_core::model::{DeliveryAttempt, DeliveryLog, Webhook, WebhookRow, WebhookSpec};
-use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::model::{
+    DeliveryAttempt, DeliveryLog, FieldMapping, Webhook, WebhookRow, WebhookSpec,
+};
+use hookfleet_core::queue::{Job, RedisQueue};
 use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::shutdown::Shutdown;
@@ -19,11 +21,10 @@ use hookfleet_core::store::{deliveries, webhooks, Store};
 use hookfleet_producer::{Producer, ProducerConfig};
 use hookfleet_sweeper::Sweeper;
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+use crate::fixtures::{ENTITY, NOWHERE};
+use crate::wait::until_seen;
 
-/// How long a test waits for a row to reach a state: generous, because
-/// tests share two cores; a healthy run takes a fraction of it.
-pub const UNTIL_ROW_WAIT: Duration = Duration::from_secs(30);
+static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The networks tests may reach: loopback, where the receivers listen.
 pub const TEST_NETWORKS: &str = "127.0.0.0/8";
@@ -77,6 +78,16 @@ impl TestEnv {
         Self::on(&admin_url(), &redis_url())
     }
 
+    /// A test environment on a throwaway Postgres (and the shared Redis).
+    pub fn on_postgres(admin: &str) -> TestEnv {
+        Self::on(admin, &redis_url())
+    }
+
+    /// A test environment on a throwaway Redis (and the shared Postgres).
+    pub fn on_redis(redis_url: &str) -> TestEnv {
+        Self::on(&admin_url(), redis_url)
+    }
+
     /// A test environment on given servers (throwaway ones, say).
     pub fn on(admin: &str, redis_url: &str) -> TestEnv {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
@@ -125,6 +136,31 @@ impl TestEnv {
             .expect("insert webhook")
     }
 
+    /// Stores a webhook without validating it: a definition edited by hand
+    /// in the database, which the fleet must survive.
+    pub fn add_webhook_unvalidated(&self, spec: &WebhookSpec) -> Webhook {
+        self.store
+            .run_sync(|c| webhooks::insert(c, &WebhookRow::from(spec)))
+            .expect("insert webhook")
+    }
+
+    /// Stores webhook `small` on Sales Order `event`, whose body is the
+    /// document's `name` only: its rows stay small however large the
+    /// document is. Its rows are never sent.
+    pub fn add_small_body_webhook(&self, event: &str) -> Webhook {
+        let mut s = spec("small", ENTITY, event, &format!("{NOWHERE}/small"));
+        s.fields = vec![FieldMapping {
+            field: "name".into(),
+            key: "name".into(),
+        }];
+        self.add_webhook(&s)
+    }
+
+    /// The webhooks stored in the test's database.
+    pub fn stored_webhooks(&self) -> Vec<Webhook> {
+        self.store.run_sync(webhooks::list).expect("list webhooks")
+    }
+
     pub fn set_enabled(&self, name: &str, enabled: bool) {
         self.store
             .run_sync(|c| webhooks::set_enabled(c, name, enabled))
@@ -150,20 +186,21 @@ impl TestEnv {
     }
 
     /// Waits until `pred` holds for row `id`; panics with the row after
-    /// [`UNTIL_ROW_WAIT`].
+    /// [`PATIENCE`](crate::wait::PATIENCE).
     pub async fn until_row(&self, id: i64, pred: impl Fn(&DeliveryLog) -> bool) -> DeliveryLog {
-        let deadline = tokio::time::Instant::now() + UNTIL_ROW_WAIT;
-        loop {
-            let row = self.row(id);
-            if pred(&row) {
-                return row;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "row {id} never reached the expected state: {row:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let what = format!("row {id} reaches the expected state");
+        until_seen(&what, async || self.row(id), pred).await
+    }
+
+    /// Waits until `pred` holds for all the test's rows (oldest first);
+    /// panics naming `what`, with the rows, after
+    /// [`PATIENCE`](crate::wait::PATIENCE).
+    pub async fn until_rows(
+        &self,
+        what: &str,
+        pred: impl Fn(&[DeliveryLog]) -> bool,
+    ) -> Vec<DeliveryLog> {
+        until_seen(what, async || self.rows(), |rows| pred(rows)).await
     }
 
     pub fn attempts(&self, id: i64) -> Vec<DeliveryAttempt> {
@@ -287,6 +324,41 @@ impl TestEnv {
         redis::cmd("LLEN").arg(key).query(&mut conn).expect("llen")
     }
 
+    /// How many jobs wait on `queue` in Redis.
+    pub fn queue_depth(&self, queue: &str) -> i64 {
+        self.llen(&self.queue.keys().queue(queue))
+    }
+
+    /// Pushes `jobs` onto `queue` as they are, oldest first, the way the
+    /// producer does (LPUSH): well-formed jobs, stale ones or junk.
+    pub fn push_jobs<J: AsRef<str>>(&self, queue: &str, jobs: impl IntoIterator<Item = J>) {
+        let mut conn = self.redis();
+        for job in jobs {
+            redis::cmd("LPUSH")
+                .arg(self.queue.keys().queue(queue))
+                .arg(job.as_ref())
+                .query::<()>(&mut conn)
+                .expect("push a job");
+        }
+    }
+
+    /// The rows whose jobs wait on `queue`, oldest first (next to be taken
+    /// first).
+    pub fn queued_ids(&self, queue: &str) -> Vec<i64> {
+        let mut conn = self.redis();
+        let jobs: Vec<String> = redis::cmd("LRANGE")
+            .arg(self.queue.keys().queue(queue))
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .expect("lrange");
+        // LPUSHed: the newest job is at the head.
+        jobs.iter()
+            .rev()
+            .map(|j| Job::decode(j).expect("a job").log_id)
+            .collect()
+    }
+
     /// Environment for the binaries, pointing them at this test's database,
     /// Redis prefix and loopback receivers.
     pub fn envs(&self) -> Vec<(String, String)> {
@@ -307,14 +379,6 @@ impl TestEnv {
         cmd.env_remove("HOOKFLEET_RETRY_SCHEDULE")
             .env_remove("HOOKFLEET_QUEUE_GRACE");
         cmd
-    }
-
-    /// Runs `hookfleet ARGS` and returns what it printed.
-    pub fn cli(&self, args: &[&str]) -> Output {
-        self.command("hookfleet")
-            .args(args)
-            .output()
-            .expect("run hookfleet")
     }
 
     /// Starts a worker in this process.

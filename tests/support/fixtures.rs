@@ -1,7 +1,15 @@
-//! Documents and events the tests emit.
+//! Documents and events the tests emit, and where their webhooks post
+//! when nobody is meant to answer.
 
 use hookfleet_producer::{Batch, Event};
 use serde_json::{json, Value};
+
+/// The entity type the tests' events are about.
+pub const ENTITY: &str = "Sales Order";
+
+/// An address nobody answers on (loopback's discard port), for webhooks
+/// whose rows are never sent.
+pub const NOWHERE: &str = "http://127.0.0.1:9";
 
 /// A Sales Order document.
 pub fn sales_order(name: &str, total: f64) -> Value {
@@ -21,4 +29,24 @@ pub fn sales_orders(n: usize) -> Batch {
         ));
     }
     batch
+}
+
+/// An event as the HTTP ingest and `emit --batch` read it: Sales Order
+/// `name`, whose document carries `pad`.
+pub fn event_json(name: &str, pad: String) -> Value {
+    json!({
+        "entity_type": ENTITY,
+        "event": "on_submit",
+        "name": name,
+        "doc": {"name": name, "pad": pad},
+    })
+}
+
+/// JSON text of exactly `total` bytes: `make(pad)`, with the pad string
+/// grown to fit (for tests just over and exactly at a size limit).
+pub fn json_of_size(total: usize, make: impl Fn(String) -> Value) -> String {
+    let base = make(String::new()).to_string().len();
+    let text = make("x".repeat(total - base)).to_string();
+    assert_eq!(text.len(), total, "the padding is miscounted");
+    text
 }

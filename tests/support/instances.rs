@@ -2,32 +2,15 @@
 //! restart or cut them: the machine's shared services and the tests running
 //! beside them are never touched.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::process::free_port;
+use crate::wait::until_blocking;
 
 /// How long a throwaway server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn spare_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + START_TIMEOUT;
-    while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not start within {START_TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn accepts(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -56,7 +39,7 @@ pub struct LocalRedis {
 impl LocalRedis {
     pub fn start() -> LocalRedis {
         let mut r = LocalRedis {
-            port: spare_port(),
+            port: free_port(),
             dir: scratch_dir("redis"),
             child: None,
         };
@@ -84,7 +67,9 @@ impl LocalRedis {
             .expect("redis-server (install redis-server)");
         self.child = Some(child);
         let port = self.port;
-        wait_until("redis-server", || accepts(port));
+        until_blocking(START_TIMEOUT, "redis-server accepts connections", || {
+            accepts(port)
+        });
     }
 
     pub fn url(&self) -> String {
@@ -98,7 +83,7 @@ impl LocalRedis {
             let _ = c.wait();
         }
         let port = self.port;
-        wait_until("redis-server to stop", || !accepts(port));
+        until_blocking(START_TIMEOUT, "redis-server stops", || !accepts(port));
     }
 
     /// Starts it again on the same port, empty.
@@ -164,7 +149,7 @@ impl LocalPostgres {
                 .status();
         }
         let pg = LocalPostgres {
-            port: spare_port(),
+            port: free_port(),
             data,
             bin,
         };
@@ -230,7 +215,9 @@ impl LocalPostgres {
             "pg_ctl start failed"
         );
         let port = self.port;
-        wait_until("postgres", || accepts(port));
+        until_blocking(START_TIMEOUT, "postgres accepts connections", || {
+            accepts(port)
+        });
     }
 
     /// Stops at once, cutting every connection (like a crash).

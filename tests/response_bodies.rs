@@ -1,0 +1,69 @@
+//! The README's limit on a receiver's answer kept on the row: the first
+//! 4 KiB of the body as it was sent, cut there even inside a character.
+
+use serde_json::json;
+
+use hookfleet_core::attempt::RESPONSE_BODY_LIMIT;
+use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_producer::Event;
+use hookfleet_testkit::{spec, Receiver, Reply, TestEnv, ENTITY};
+
+/// Emits one event to a receiver answering 500 with `answer`; returns the
+/// row once the attempt is recorded.
+async fn stored_answer(answer: &str) -> DeliveryLog {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500).body(answer));
+    env.add_webhook(&spec("chatty", ENTITY, "on_submit", &rx.url("/chatty")));
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let report = env
+        .producer()
+        .emit(Event::new(
+            ENTITY,
+            "on_submit",
+            "SO-1",
+            json!({"name": "SO-1"}),
+        ))
+        .await
+        .unwrap();
+    let row = env
+        .until_row(report.deliveries[0].id, |r| {
+            r.status == DeliveryStatus::Failed
+        })
+        .await;
+    worker.stop().await;
+    assert_eq!(row.response_code, Some(500));
+    assert_eq!(rx.count(), 1);
+    row
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_kib_response_body_is_stored_cut_to_exactly_four_kibibytes() {
+    let answer: String = (0..100 * 1024)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let row = stored_answer(&answer).await;
+    let stored = row.response_body.expect("a response body");
+    assert_eq!(stored.len(), RESPONSE_BODY_LIMIT);
+    assert_eq!(stored, answer.as_bytes()[..RESPONSE_BODY_LIMIT]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multibyte_response_body_cut_inside_a_character_is_stored_as_its_first_four_kibibytes() {
+    // "a" then two-byte characters: byte 4096 is the first half of an "é".
+    let answer = format!("a{}", "é".repeat(50 * 1024));
+    assert!(!answer.is_char_boundary(RESPONSE_BODY_LIMIT));
+    let row = stored_answer(&answer).await;
+    let stored = row.response_body.clone().expect("a response body");
+    assert_eq!(
+        stored,
+        answer.as_bytes()[..RESPONSE_BODY_LIMIT],
+        "the bytes as sent, cut at the limit"
+    );
+    let shown = row.response_text().expect("text");
+    assert!(
+        shown.ends_with('\u{FFFD}'),
+        "the cut character shows as U+FFFD"
+    );
+}

@@ -1,0 +1,97 @@
+//! Usage errors of `hookfleet` and `hookfleet-producer`, run as real
+//! processes: an unknown command or flag, a malformed or missing argument, a
+//! missing required setting all exit 2 with a message, and write nothing.
+
+use serde_json::json;
+
+use hookfleet_testkit::{Run, TestEnv};
+
+#[test]
+fn usage_errors_exit_with_code_two() {
+    let env = TestEnv::new();
+    let cases: &[(&str, &[&str])] = &[
+        ("hookfleet", &["frobnicate"]),
+        ("hookfleet", &["webhook", "frobnicate"]),
+        ("hookfleet", &["webhook", "show"]),
+        ("hookfleet", &["webhook", "list", "--no-such-flag"]),
+        ("hookfleet", &["delivery", "show", "not-a-number"]),
+        ("hookfleet", &["delivery", "list", "--status", "Lost"]),
+        ("hookfleet", &["delivery", "retry"]),
+        (
+            "hookfleet-producer",
+            &["emit", "--event", "on_submit", "--name", "SO-1"],
+        ),
+        ("hookfleet-producer", &["frobnicate"]),
+    ];
+    let mut wrong = Vec::new();
+    for (bin, args) in cases {
+        let out = Run::from(
+            env.command(bin)
+                .args(*args)
+                .output()
+                .expect("run the binary"),
+        );
+        if out.code != Some(2) || !out.stderr.to_lowercase().contains("error") {
+            wrong.push(format!("{bin} {args:?}: {out}"));
+        }
+    }
+    // Without DATABASE_URL (a required setting).
+    let out = Run::from(
+        env.command("hookfleet")
+            .args(["webhook", "list"])
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("run hookfleet"),
+    );
+    if out.code != Some(2) || !out.stderr.contains("--database-url") {
+        wrong.push(format!("hookfleet without DATABASE_URL: {out}"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "not usage errors (exit 2):\n{}",
+        wrong.join("\n---\n")
+    );
+    assert_eq!(env.listed_webhooks(), json!([]));
+    assert!(env.rows().is_empty());
+}
+
+/// `webhook add` without --entity-type, --event or --url is a missing
+/// required flag: a usage error (2), like every other missing argument.
+#[test]
+fn webhook_add_without_a_required_flag_is_a_usage_error() {
+    let env = TestEnv::new();
+    let missing: &[(&str, &[&str])] = &[
+        (
+            "--entity-type",
+            &["--event", "on_submit", "--url", "http://127.0.0.1/x"],
+        ),
+        (
+            "--event",
+            &[
+                "--entity-type",
+                "Sales Order",
+                "--url",
+                "http://127.0.0.1/x",
+            ],
+        ),
+        (
+            "--url",
+            &["--entity-type", "Sales Order", "--event", "on_submit"],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (flag, rest) in missing {
+        let mut args = vec!["webhook", "add", "incomplete"];
+        args.extend_from_slice(rest);
+        let out = env.cli(&args);
+        if out.code != Some(2) || !out.stderr.contains(flag) {
+            wrong.push(format!("without {flag}: {out}"));
+        }
+    }
+    assert_eq!(env.listed_webhooks(), json!([]), "nothing is written");
+    assert!(
+        wrong.is_empty(),
+        "a missing required flag must exit 2 and name the flag:\n{}",
+        wrong.join("\n---\n")
+    );
+}

@@ -1,0 +1,511 @@
+//! `hookfleet webhook add|update|show|list|enable|disable|delete`, run as real
+//! processes against the test's own database: what a definition may be
+//! (URL, structure, method, templates, headers, retries, timeout, the network
+//! policy, the length of names) and, when it may not, the refusal: exit 1, a
+//! message that says why, nothing written. Then one definition's round trip
+//! through every command.
+
+use serde_json::json;
+
+use hookfleet_core::store::webhooks;
+use hookfleet_core::validate::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
+use hookfleet_testkit::{Run, TestEnv, ENTITY, NOWHERE};
+
+/// A signing secret, for the round trip (it comes back only as `signed`).
+const SECRET: &str = "S3CR3T-VALUE-123";
+
+// ---------------------------------------------------------------------------
+// 1. Refused definitions: exit 1, a message that says why, nothing written.
+// ---------------------------------------------------------------------------
+
+/// Runs `webhook add refused --entity-type "Sales Order" --event on_submit
+/// EXTRA…` and checks it is refused with exit code 1, a stderr mentioning
+/// every fragment of `says` (case-insensitive), and no webhook stored.
+fn assert_add_refused(extra: &[&str], says: &[&str]) {
+    let env = TestEnv::new();
+    let mut args = vec![
+        "webhook",
+        "add",
+        "refused",
+        "--entity-type",
+        "Sales Order",
+        "--event",
+        "on_submit",
+    ];
+    args.extend_from_slice(extra);
+    let out = env.cli(&args);
+    assert_eq!(out.code, Some(1), "{args:?} should be refused: {out}");
+    assert!(
+        !out.stderr.trim().is_empty(),
+        "{args:?}: refused without a message: {out}"
+    );
+    let stderr = out.stderr.to_lowercase();
+    for fragment in says {
+        assert!(
+            stderr.contains(&fragment.to_lowercase()),
+            "{args:?}: the message should mention {fragment:?}: {out}"
+        );
+    }
+    assert!(
+        !out.stdout.contains("added webhook"),
+        "{args:?}: claims success: {out}"
+    );
+    assert_eq!(
+        env.listed_webhooks(),
+        json!([]),
+        "{args:?}: a refused webhook was written"
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_url_without_a_host() {
+    assert_add_refused(&["--url", "http://"], &["url", "host"]);
+}
+
+#[test]
+fn webhook_add_refuses_an_ftp_url() {
+    assert_add_refused(
+        &["--url", "ftp://example.com/hook"],
+        &["ftp", "http or https"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_file_url() {
+    assert_add_refused(&["--url", "file:///etc/passwd"], &["file", "http or https"]);
+}
+
+#[test]
+fn webhook_add_refuses_an_unknown_structure() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--structure", "xml"],
+        &["xml", "json or form"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_an_unknown_method() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--method", "FETCH"],
+        &["FETCH", "POST"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_body_template_that_does_not_compile() {
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--body-template",
+            r#"{"a": {{ doc.name }"#,
+        ],
+        &["syntax error", "body"],
+    );
+}
+
+/// The message must say that the *condition* is what does not compile: an
+/// operator who passed a body template, a dynamic URL and a condition must
+/// be told which of the three to fix.
+#[test]
+fn webhook_add_refuses_a_condition_that_does_not_compile_and_says_it_is_the_condition() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--condition", "doc.total >"],
+        &["syntax error", "condition"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_dynamic_url_template_that_does_not_compile() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/{{ doc.name", "--dynamic-url"],
+        &["syntax error", "url"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_body_template_that_does_not_render_to_json_on_the_sample() {
+    // The name renders unquoted: `{"a": SAMPLE-0001}`.
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--body-template",
+            r#"{"a": {{ doc.name }}}"#,
+        ],
+        &["did not render to json", "SAMPLE-0001"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_the_same_document_field_selected_twice() {
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--field",
+            "name:a",
+            "--field",
+            "name:b",
+        ],
+        &["\"name\"", "twice"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_header_without_a_key() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--header", ":v"],
+        &["header", "no key"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_header_without_a_value() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--header", "X-Key:"],
+        &["X-Key", "no value"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_negative_max_retries() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--max-retries", "-1"],
+        &["retries", "negative"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_zero_timeout() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--timeout", "0"],
+        &["timeout", "more than 0"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_timeout_over_sixty_seconds() {
+    assert_add_refused(
+        &["--url", "http://127.0.0.1/x", "--timeout", "61s"],
+        &["timeout", "60s"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_private_network_address_the_policy_does_not_allow() {
+    assert_add_refused(
+        &["--url", "http://10.1.2.3/x"],
+        &["10.1.2.3", "internal", "HOOKFLEET_ALLOWED_NETWORKS"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_the_cloud_metadata_address() {
+    assert_add_refused(
+        &["--url", "http://169.254.169.254/"],
+        &["169.254.169.254", "internal"],
+    );
+}
+
+#[test]
+fn an_internal_address_is_accepted_exactly_when_its_network_is_allowed() {
+    let env = TestEnv::new();
+    let add = |name: &str, url: &str, allowed: Option<&str>| {
+        let mut cmd = env.command("hookfleet");
+        cmd.args([
+            "webhook",
+            "add",
+            name,
+            "--entity-type",
+            "Sales Order",
+            "--event",
+            "on_submit",
+            "--url",
+            url,
+        ]);
+        match allowed {
+            Some(networks) => cmd.env("HOOKFLEET_ALLOWED_NETWORKS", networks),
+            None => cmd.env_remove("HOOKFLEET_ALLOWED_NETWORKS"),
+        };
+        Run::from(cmd.output().expect("run hookfleet"))
+    };
+
+    // The test kit's policy: loopback only.
+    add("loopback", "http://127.0.0.1:9/x", Some("127.0.0.0/8")).ok("loopback allowed");
+    // No policy: loopback is internal like the rest.
+    let refused = add("loopback-unallowed", "http://127.0.0.1:9/x", None);
+    assert_eq!(refused.code, Some(1), "{refused}");
+    assert!(refused.stderr.contains("internal address"), "{refused}");
+    // 10.x is refused under the loopback-only policy, accepted once allowed.
+    let refused = add("private", "http://10.1.2.3/x", Some("127.0.0.0/8"));
+    assert_eq!(refused.code, Some(1), "{refused}");
+    add("private", "http://10.1.2.3/x", Some("10.0.0.0/8")).ok("10/8 allowed");
+
+    let listed = env.listed_webhooks();
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|w| w["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, vec!["loopback", "private"]);
+}
+
+// ---------------------------------------------------------------------------
+// 2. Names, entity types, events, queues ≤ 140 characters; queue charset.
+// ---------------------------------------------------------------------------
+
+/// `hookfleet webhook add NAME --entity-type T --event E --url … EXTRA…`.
+fn add(env: &TestEnv, name: &str, entity_type: &str, event: &str, extra: &[&str]) -> Run {
+    env.webhook_add(name, entity_type, event, &format!("{NOWHERE}/x"), extra)
+}
+
+/// Checks that `run` was refused (exit 1, `says` in the message) and that no
+/// webhook was written.
+fn assert_refused(env: &TestEnv, what: &str, run: &Run, says: &str, webhooks_before: usize) {
+    assert_eq!(run.code, Some(1), "{what} should be refused: {run}");
+    assert!(
+        run.stderr.contains(says),
+        "{what}: the message should say {says:?}: {run}"
+    );
+    assert_eq!(
+        env.stored_webhooks().len(),
+        webhooks_before,
+        "{what}: a refused webhook was written"
+    );
+}
+
+#[test]
+fn names_entity_types_events_and_queues_over_140_characters_are_refused_and_140_accepted() {
+    let env = TestEnv::new();
+    let over = "n".repeat(MAX_NAME_LEN + 1);
+    let at = "n".repeat(MAX_NAME_LEN);
+    let too_long = format!("longer than {MAX_NAME_LEN} characters");
+
+    let cases: Vec<(&str, Run)> = vec![
+        (
+            "a 141-character name",
+            add(&env, &over, ENTITY, "on_submit", &[]),
+        ),
+        (
+            "a 141-character entity type",
+            add(&env, "t", &over, "on_submit", &[]),
+        ),
+        ("a 141-character event", add(&env, "e", ENTITY, &over, &[])),
+        (
+            "a 141-character queue",
+            add(&env, "q", ENTITY, "on_submit", &["--queue", &over]),
+        ),
+    ];
+    for (what, run) in &cases {
+        assert_refused(&env, what, run, &too_long, 0);
+    }
+    for (what, queue) in [
+        ("a queue with braces", "a{b}"),
+        ("a queue with a space", "a b"),
+    ] {
+        let run = add(&env, "q", ENTITY, "on_submit", &["--queue", queue]);
+        assert_refused(&env, what, &run, "may only use", 0);
+    }
+
+    add(&env, &at, ENTITY, "on_submit", &[]).ok("a 140-character name");
+    add(&env, "t", &at, "on_submit", &[]).ok("a 140-character entity type");
+    add(&env, "e", ENTITY, &at, &[]).ok("a 140-character event");
+    add(&env, "q", ENTITY, "on_submit", &["--queue", &at]).ok("a 140-character queue");
+    let stored = env.stored_webhooks();
+    assert_eq!(stored.len(), 4);
+    assert!(stored.iter().any(|w| w.name == at));
+    assert!(stored.iter().any(|w| w.entity_type == at));
+    assert!(stored.iter().any(|w| w.event == at));
+    assert!(stored.iter().any(|w| w.queue == at));
+
+    // `update` is held to the same rules.
+    for (what, queue, says) in [
+        ("update to a queue with braces", "a{b}", "may only use"),
+        (
+            "update to a 141-character queue",
+            over.as_str(),
+            too_long.as_str(),
+        ),
+    ] {
+        let run = env.cli(&["webhook", "update", "t", "--queue", queue]);
+        assert_refused(&env, what, &run, says, 4);
+    }
+    let t = env
+        .store
+        .run_sync(|c| webhooks::get(c, "t"))
+        .expect("webhook t");
+    assert_eq!(t.queue, "default", "a refused update changed the queue");
+}
+
+#[test]
+fn the_140_character_limit_counts_characters_not_bytes() {
+    // An entity type and an event of 140 two-byte characters: 140 characters
+    // is what the README promises, whatever the script.
+    let env = TestEnv::new();
+    let at = "é".repeat(MAX_NAME_LEN);
+    let over = "é".repeat(MAX_NAME_LEN + 1);
+    let run = add(&env, "over", &over, "on_submit", &[]);
+    assert_refused(&env, "141 two-byte characters", &run, "140", 0);
+    add(&env, "entity", &at, "on_submit", &[]).ok("an entity type of 140 two-byte characters");
+    add(&env, "event", ENTITY, &at, &[]).ok("an event of 140 two-byte characters");
+    assert_eq!(env.stored_webhooks().len(), 2);
+}
+
+// ---------------------------------------------------------------------------
+// 3. max_retries ≤ 50.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn max_retries_over_50_is_refused_and_50_is_accepted() {
+    let env = TestEnv::new();
+    let at = MAX_RETRIES_LIMIT.to_string();
+    let over = (MAX_RETRIES_LIMIT + 1).to_string();
+    let says = format!("at most {MAX_RETRIES_LIMIT}");
+    for value in [over.as_str(), "4294967297"] {
+        let run = add(&env, "r", ENTITY, "on_submit", &["--max-retries", value]);
+        assert_refused(&env, &format!("--max-retries {value}"), &run, &says, 0);
+    }
+
+    add(&env, "r", ENTITY, "on_submit", &["--max-retries", &at]).ok("--max-retries 50");
+    let shown = env
+        .cli(&["webhook", "show", "r", "--json"])
+        .ok("webhook show")
+        .json();
+    assert_eq!(shown["max_retries"], MAX_RETRIES_LIMIT, "{shown}");
+
+    let run = env.cli(&["webhook", "update", "r", "--max-retries", &over]);
+    assert_refused(&env, "update --max-retries 51", &run, &says, 1);
+    let r = env
+        .store
+        .run_sync(|c| webhooks::get(c, "r"))
+        .expect("webhook r");
+    assert_eq!(
+        r.max_retries, MAX_RETRIES_LIMIT,
+        "a refused update changed it"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. A webhook's life: add, show, list, update, disable, enable, delete.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn webhook_add_show_list_update_toggle_and_delete_round_trip_every_field() {
+    let env = TestEnv::new();
+    let template = r#"{"order": "{{ doc.name }}", "total": {{ doc.grand_total | tojson }}}"#;
+    let add = env
+        .cli(&[
+            "webhook",
+            "add",
+            "orders",
+            "--entity-type",
+            "Sales Order",
+            "--event",
+            "on_submit",
+            "--url",
+            "http://127.0.0.1:9/orders",
+            "--method",
+            "PUT",
+            "--structure",
+            "json",
+            "--body-template",
+            template,
+            "--header",
+            "X-Tenant: acme",
+            "--condition",
+            "doc.grand_total > 100",
+            "--secret",
+            SECRET,
+            "--timeout",
+            "10s",
+            "--queue",
+            "q1",
+            "--max-retries",
+            "5",
+        ])
+        .ok("webhook add");
+    assert!(add.stdout.contains("added webhook orders"), "{add}");
+
+    let shown = env
+        .cli(&["webhook", "show", "orders", "--json"])
+        .ok("webhook show")
+        .json();
+    let expected = json!({
+        "name": "orders",
+        "entity_type": "Sales Order",
+        "event": "on_submit",
+        "request_url": "http://127.0.0.1:9/orders",
+        "dynamic_url": false,
+        "request_method": "PUT",
+        "request_structure": "json",
+        "body_template": template,
+        "fields": [],
+        "headers": [{"key": "X-Tenant", "value": "acme"}],
+        "condition": "doc.grand_total > 100",
+        "enabled": true,
+        "signed": true,
+        "secret_rotation_until": null,
+        "timeout": "10s",
+        "queue": "q1",
+        "max_retries": 5,
+    });
+    for (key, value) in expected.as_object().expect("object") {
+        assert_eq!(&shown[key], value, "webhook show --json: {key}");
+    }
+    assert!(shown["created_at"].is_string(), "{shown}");
+    assert!(shown["updated_at"].is_string(), "{shown}");
+
+    let listed = env.listed_webhooks();
+    assert_eq!(listed.as_array().expect("list").len(), 1, "{listed}");
+    assert_eq!(listed[0], shown, "list shows what show shows");
+
+    // Update changes only the fields given.
+    env.cli(&[
+        "webhook",
+        "update",
+        "orders",
+        "--max-retries",
+        "1",
+        "--event",
+        "on_cancel",
+    ])
+    .ok("webhook update");
+    let updated = env
+        .cli(&["webhook", "show", "orders", "--json"])
+        .ok("webhook show")
+        .json();
+    assert_eq!(updated["max_retries"], 1);
+    assert_eq!(updated["event"], "on_cancel");
+    for (key, before) in shown.as_object().expect("object") {
+        if !matches!(key.as_str(), "max_retries" | "event" | "updated_at") {
+            assert_eq!(&updated[key], before, "update changed {key}");
+        }
+    }
+
+    env.cli(&["webhook", "disable", "orders"]).ok("disable");
+    let off = env
+        .cli(&["webhook", "show", "orders", "--json"])
+        .ok("show")
+        .json();
+    assert_eq!(off["enabled"], false);
+    env.cli(&["webhook", "enable", "orders"]).ok("enable");
+    let on = env
+        .cli(&["webhook", "show", "orders", "--json"])
+        .ok("show")
+        .json();
+    assert_eq!(on["enabled"], true);
+
+    let deleted = env.cli(&["webhook", "delete", "orders"]).ok("delete");
+    assert!(
+        deleted.stdout.contains("deleted webhook orders"),
+        "{deleted}"
+    );
+    assert_eq!(env.listed_webhooks(), json!([]));
+    let again = env.cli(&["webhook", "delete", "orders"]);
+    assert_eq!(again.code, Some(1), "a second delete: {again}");
+    assert!(again.stderr.contains("not found"), "{again}");
+    let gone = env.cli(&["webhook", "show", "orders", "--json"]);
+    assert_eq!(gone.code, Some(1), "show after delete: {gone}");
+}
