@@ -86,13 +86,22 @@ fn verified(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
 fn hostile_body(n: u64) -> (Vec<u8>, bool) {
     match n % 5 {
         0 => (b"ok\0\0accepted\0".to_vec(), false),
-        1 => (vec![b'o', b'k', 0xff, 0xfe, 0xfd, 0xc3, 0x28, 0xa0, 0xa1], false),
+        1 => (
+            vec![b'o', b'k', 0xff, 0xfe, 0xfd, 0xc3, 0x28, 0xa0, 0xa1],
+            false,
+        ),
         // A gzip member header, then deflate-looking bytes.
         2 => (
-            vec![0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0x03, 0xcb, 0xcf, 0x06, 0x00, 0x47, 0xdd, 0xdc, 0x79, 0x02, 0, 0, 0],
+            vec![
+                0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0x03, 0xcb, 0xcf, 0x06, 0x00, 0x47, 0xdd,
+                0xdc, 0x79, 0x02, 0, 0, 0,
+            ],
             true,
         ),
-        3 => (b"\x1b[2J\x1b[31mred alert\x07\x1b]0;pwned\x07\r\n".to_vec(), false),
+        3 => (
+            b"\x1b[2J\x1b[31mred alert\x07\x1b]0;pwned\x07\r\n".to_vec(),
+            false,
+        ),
         _ => {
             // 64 KiB of pseudo-random bytes (xorshift), NULs included.
             let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ n;

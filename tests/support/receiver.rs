@@ -29,7 +29,8 @@ pub struct Reply {
     pub status: u16,
     pub delay: Duration,
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    /// Bytes, not text: a hostile receiver answers with anything.
+    pub body: Vec<u8>,
 }
 
 impl Reply {
@@ -38,7 +39,7 @@ impl Reply {
             status,
             delay: Duration::ZERO,
             headers: Vec::new(),
-            body: String::from("ok"),
+            body: b"ok".to_vec(),
         }
     }
 
@@ -54,7 +55,13 @@ impl Reply {
     }
 
     pub fn body(mut self, body: &str) -> Reply {
-        self.body = body.into();
+        self.body = body.as_bytes().to_vec();
+        self
+    }
+
+    /// Answers with these bytes (NUL, invalid UTF-8, gzip: anything).
+    pub fn bytes(mut self, body: &[u8]) -> Reply {
+        self.body = body.to_vec();
         self
     }
 

@@ -1,0 +1,190 @@
+//! A property of the worker's recorder, against a real Postgres and Redis:
+//! whatever a batch of outcomes carries (any bytes a receiver answered, NULs
+//! in error messages, a retry delay no timestamp can hold), every outcome is
+//! written exactly once and every job is acked only after its outcome is in.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokio::sync::{mpsc, Semaphore};
+
+use hookfleet_core::attempt::{Outcome, LEASE_MARGIN};
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::store::deliveries;
+use hookfleet_testkit::{sales_orders, spec, wait, TestEnv};
+use hookfleet_worker::record::{Finished, Recorder};
+use hookfleet_worker::stats::Counters;
+use hookfleet_worker::unit::{Held, UnitOfWork};
+
+/// One generated outcome: what the receiver said and how it was judged.
+#[derive(Debug, Clone)]
+struct Case {
+    status: DeliveryStatus,
+    body: Option<Vec<u8>>,
+    error: Option<String>,
+    /// Seconds to the next attempt (Failed only); some beyond any timestamp.
+    retry_secs: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop_oneof![
+            Just(DeliveryStatus::Delivered),
+            Just(DeliveryStatus::Failed),
+            Just(DeliveryStatus::Exhausted)
+        ],
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6000)),
+        proptest::option::of(proptest::collection::vec(any::<char>(), 0..80)),
+        prop_oneof![1u64..100_000, Just(u64::MAX / 4)],
+    )
+        .prop_map(|(status, body, error, retry_secs)| Case {
+            status,
+            body,
+            error: error.map(|cs| cs.into_iter().collect()),
+            retry_secs,
+        })
+}
+
+/// One database, Redis prefix and runtime for every case (a database per
+/// case would spend the test's time creating databases).
+struct Shared {
+    env: TestEnv,
+    rt: tokio::runtime::Runtime,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let env = rt.block_on(async {
+            let env = TestEnv::new();
+            env.add_webhook(&spec(
+                "w",
+                "Sales Order",
+                "on_submit",
+                "http://127.0.0.1:9/x",
+            ));
+            env
+        });
+        Shared { env, rt }
+    })
+}
+
+async fn run_case(env: &TestEnv, cases: Vec<Case>) {
+    // Rows and their jobs, taken into a processing list as a worker would.
+    let report = env
+        .producer()
+        .emit_batch(sales_orders(cases.len()))
+        .await
+        .expect("emit");
+    let ids: Vec<i64> = report.deliveries.iter().map(|d| d.id).collect();
+    let processing = env.queue.keys().processing("default", "prop-worker");
+    let mut raws = Vec::new();
+    while raws.len() < ids.len() {
+        let taken = env
+            .queue
+            .take("default", &processing, ids.len())
+            .await
+            .expect("take");
+        assert!(!taken.is_empty(), "every row has its job");
+        raws.extend(taken);
+    }
+    let claims = env
+        .store
+        .run_sync(|c| deliveries::claim(c, &ids, LEASE_MARGIN))
+        .expect("claim")
+        .claimed;
+    assert_eq!(claims.len(), ids.len());
+
+    let held = Arc::new(Held::default());
+    let slots = Arc::new(Semaphore::new(raws.len()));
+    let counters = Arc::new(Counters::default());
+    let recorder = Arc::new(Recorder {
+        store: env.store.clone(),
+        queue: env.queue.clone(),
+        worker_id: "prop-worker".into(),
+        counters: counters.clone(),
+        shutdown: Shutdown::new(),
+    });
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut expected = Vec::new();
+    for ((raw, claim), case) in raws.into_iter().zip(&claims).zip(&cases) {
+        let mut unit = UnitOfWork::taken(
+            "default",
+            &processing,
+            raw,
+            slots.clone().try_acquire_owned().expect("slot"),
+            &held,
+        );
+        unit.parse().expect("a job the producer wrote");
+        let outcome = Outcome {
+            log_id: claim.log_id,
+            attempt: claim.attempt,
+            token: claim.token,
+            status: case.status,
+            retry_in: (case.status == DeliveryStatus::Failed)
+                .then(|| Duration::from_secs(case.retry_secs)),
+            response_code: Some(200),
+            response_body: case.body.clone(),
+            error: case.error.clone(),
+            started_at: chrono::Utc::now(),
+            duration_ms: 1,
+        };
+        expected.push((claim.log_id, case.clone()));
+        tx.send(Finished { outcome, unit })
+            .expect("recorder listening");
+    }
+    drop(tx);
+    recorder.run(rx).await;
+    // Every job acked (only after its outcome is written), every slot back.
+    wait::until("every job is acked", || env.llen(&processing) == 0).await;
+    wait::until("every delivery slot is freed", || {
+        slots.available_permits() == ids.len()
+    })
+    .await;
+    assert_eq!(held.total(), 0);
+
+    for (id, case) in expected {
+        let row = env.row(id);
+        assert_eq!(row.status, case.status, "row {id}: {case:?}");
+        assert!(
+            row.lease_expires_at.is_none(),
+            "row {id} is no longer leased"
+        );
+        assert_eq!(env.attempts(id).len(), 1, "row {id}: one attempt written");
+        let plain = row.response_body.is_none() && case.body.is_some();
+        if !plain {
+            assert_eq!(row.response_body, case.body, "row {id}: the bytes as sent");
+        } else {
+            assert!(
+                row.error
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("could not be stored"),
+                "row {id} was written plainly and says so: {row:?}"
+            );
+        }
+    }
+    let counts = counters.snapshot();
+    assert_eq!(
+        counts.delivered + counts.failed + counts.exhausted,
+        ids.len() as u64,
+        "{counts:?}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_outcome_of_a_batch_is_written_exactly_once(cases in proptest::collection::vec(case(), 1..40)) {
+        let s = shared();
+        s.rt.block_on(run_case(&s.env, cases));
+    }
+}
