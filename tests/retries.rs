@@ -304,6 +304,11 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
             .all(|r| r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none())
     })
     .await;
+    // The worker acks (and releases the keys) just after writing outcomes.
+    until("the first round's in-flight keys are released", || {
+        !env.keys().iter().any(|k| k.contains("webhook_retry"))
+    })
+    .await;
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(20)));
     let first_round = rx.count();
     assert_eq!(first_round, 1000);
