@@ -90,6 +90,7 @@ impl TestEnv {
 
     /// A test environment on given servers (throwaway ones, say).
     pub fn on(admin: &str, redis_url: &str) -> TestEnv {
+        use_renderer();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let nonce = &uuid_like()[..8];
         let run = run_id();
@@ -491,6 +492,13 @@ impl Drop for TestEnv {
 /// POST, 5 s timeout, 3 retries, queue `default`).
 pub fn spec(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpec {
     WebhookSpec::new(name, entity_type, event, url)
+}
+
+/// Templates rendered in this test process run in `hookfleet-producer`
+/// started as a renderer (the test binary itself cannot serve as one).
+pub fn use_renderer() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| hookfleet_core::sandbox::use_program(bin_path("hookfleet-producer")));
 }
 
 /// Where cargo put the fleet's binaries (beside this test's deps directory).

@@ -9,12 +9,13 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hookfleet_bench::{sample_order, webhook};
 use hookfleet_core::model::Structure;
 use hookfleet_core::queue::Job;
-use hookfleet_core::render::CompiledWebhook;
+use hookfleet_core::render::{RequestBuilder, Templates};
 use hookfleet_core::schedule::{parse_retry_after, RetrySchedule};
 use hookfleet_core::sign::{
     frappe_signature, signature_headers, standard_signature, Secret, SigningKeys,
 };
 use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::templates::Compiled;
 
 fn signing(c: &mut Criterion) {
     let body = sample_order().to_string();
@@ -56,9 +57,19 @@ fn rendering(c: &mut Criterion) {
     let policy = NetworkPolicy::default();
     let template = r#"{"order": "{{ doc.name }}", "customer": "{{ doc.customer }}", "total": {{ doc.grand_total }},
         "items": [{% for i in doc["items"] %}{"sku": "{{ i.sku }}", "qty": {{ i.qty }}}{% if not loop.last %},{% endif %}{% endfor %}]}"#;
-    let templated =
-        CompiledWebhook::compile(webhook(Some(template), &[], Structure::Json)).unwrap();
-    let selected = CompiledWebhook::compile(webhook(
+    // Rendering itself, as the renderer process does it (in-process here:
+    // the sandbox's round trip is measured end to end by scripts/bench.sh).
+    let templates = Templates {
+        condition: Some("doc.grand_total > 0".into()),
+        body: Some(template.into()),
+        url: None,
+        lenient: false,
+    };
+    let compiled = Compiled::compile(&templates).unwrap();
+    let builder = |w| RequestBuilder::new(w, false);
+    let templated = builder(webhook(Some(template), &[], Structure::Json));
+    let rendered = compiled.render_all(&doc).unwrap();
+    let selected = builder(webhook(
         None,
         &[
             ("name", "order"),
@@ -66,34 +77,35 @@ fn rendering(c: &mut Criterion) {
             ("grand_total", "total"),
         ],
         Structure::Json,
-    ))
-    .unwrap();
-    let form = CompiledWebhook::compile(webhook(
+    ));
+    let form = builder(webhook(
         None,
         &[("name", "order"), ("grand_total", "total")],
         Structure::Form,
-    ))
-    .unwrap();
-    let whole = CompiledWebhook::compile(webhook(None, &[], Structure::Json)).unwrap();
+    ));
+    let whole = builder(webhook(None, &[], Structure::Json));
     let mut g = c.benchmark_group("render");
-    g.bench_function("condition", |b| {
-        b.iter(|| templated.condition_holds(black_box(&doc)).unwrap())
+    g.bench_function("condition_and_jinja_json_template", |b| {
+        b.iter(|| compiled.render_all(black_box(&doc)).unwrap())
     });
-    g.bench_function("jinja_json_template", |b| {
-        b.iter(|| templated.build_request(black_box(&doc), &policy).unwrap())
+    g.bench_function("check_rendered_json_body", |b| {
+        b.iter(|| {
+            templated
+                .build(black_box(&doc), Some(&rendered), &policy)
+                .unwrap()
+        })
     });
     g.bench_function("json_field_selection", |b| {
-        b.iter(|| selected.build_request(black_box(&doc), &policy).unwrap())
+        b.iter(|| selected.build(black_box(&doc), None, &policy).unwrap())
     });
     g.bench_function("form_field_selection", |b| {
-        b.iter(|| form.build_request(black_box(&doc), &policy).unwrap())
+        b.iter(|| form.build(black_box(&doc), None, &policy).unwrap())
     });
     g.bench_function("whole_document", |b| {
-        b.iter(|| whole.build_request(black_box(&doc), &policy).unwrap())
+        b.iter(|| whole.build(black_box(&doc), None, &policy).unwrap())
     });
-    g.bench_function("compile_webhook", |b| {
-        let w = webhook(Some(template), &[], Structure::Json);
-        b.iter(|| CompiledWebhook::compile(black_box(w.clone())).unwrap())
+    g.bench_function("compile_templates", |b| {
+        b.iter(|| Compiled::compile(black_box(&templates)).unwrap())
     });
     g.finish();
 }
@@ -121,7 +133,7 @@ fn jobs(c: &mut Criterion) {
     let job = Job::new(123_456_789);
     let raw = job.encode();
     let mut g = c.benchmark_group("job");
-    g.bench_function("encode", |b| b.iter(|| black_box(job).encode()));
+    g.bench_function("encode", |b| b.iter(|| black_box(&job).encode()));
     g.bench_function("decode", |b| {
         b.iter(|| Job::decode(black_box(&raw)).unwrap())
     });

@@ -98,8 +98,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn main() -> ExitCode {
+    // Started as a template renderer (see hookfleet_core::sandbox): serve.
+    if let Some(code) = hookfleet_core::sandbox::serve_if_renderer() {
+        return code;
+    }
+    run_main()
+}
+
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+async fn run_main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,

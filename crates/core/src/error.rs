@@ -22,7 +22,7 @@ impl std::error::Error for ValidationError {}
 
 /// Why a request could not be built from a document. Recorded on the row
 /// (status Exhausted) when it happens at emit time.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RenderError {
     #[error("{0}")]
     Template(String),
@@ -32,6 +32,15 @@ pub enum RenderError {
     Url(String),
     #[error("request body is {size} bytes, over the {limit}-byte limit")]
     BodyTooLarge { size: usize, limit: usize },
+    /// A template ran past its time limit and its renderer was stopped.
+    #[error("a template ran longer than its limit of {limit_ms} ms")]
+    TimeLimit { limit_ms: u64 },
+    /// A template's renderer ran out of memory (or died).
+    #[error("a template used more than its memory limit of {limit_mib} MiB")]
+    MemoryLimit { limit_mib: u64 },
+    /// The renderer could not be started or reached.
+    #[error("template renderer: {0}")]
+    Renderer(String),
 }
 
 /// Postgres could not do what was asked. [`crate::store::Store`] sorts every

@@ -5,8 +5,12 @@
 //! # Layout
 //! - [`model`]: webhooks, delivery rows, attempts, statuses.
 //! - [`validate`]: what a webhook definition must satisfy before it is stored.
-//! - [`render`]: Jinja conditions, body templates, dynamic URLs, field
-//!   selections: a document in, the frozen request out.
+//! - [`render`]: a document in, the frozen request out: checks what the
+//!   templates rendered, builds field selections.
+//! - [`templates`]: Jinja conditions, body templates and dynamic URLs,
+//!   compiled and rendered (inside a renderer process only).
+//! - [`sandbox`]: the renderer processes templates run in, under limits of
+//!   time and memory the operating system enforces.
 //! - [`schedule`]: the retry schedule, the one place that knows retry delays.
 //! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
 //! - [`attempt`]: one attempt as data (claim, report, outcome) and how an
@@ -34,12 +38,14 @@ pub mod model;
 pub mod queue;
 pub mod registry;
 pub mod render;
+pub mod sandbox;
 pub mod schedule;
 pub mod schema;
 pub mod shutdown;
 pub mod sign;
 pub mod ssrf;
 pub mod store;
+pub mod templates;
 pub mod validate;
 
 pub use error::{ConfigError, QueueError, RenderError, StoreError, ValidationError};

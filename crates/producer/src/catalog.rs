@@ -6,27 +6,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use hookfleet_core::error::{RenderError, StoreError};
+use hookfleet_core::error::StoreError;
 use hookfleet_core::model::Webhook;
-use hookfleet_core::render::CompiledWebhook;
+use hookfleet_core::render::RequestBuilder;
 use hookfleet_core::store::{webhooks, Store};
 
-/// A webhook ready to build requests, or the reason it cannot (a template
-/// stored without validation, e.g. by hand): its rows are then recorded
-/// Exhausted with that reason rather than dropped.
-pub enum Subscriber {
-    Ready(Box<CompiledWebhook>),
-    Broken(Arc<Webhook>, RenderError),
-}
-
-impl Subscriber {
-    pub fn webhook(&self) -> &Arc<Webhook> {
-        match self {
-            Subscriber::Ready(c) => &c.webhook,
-            Subscriber::Broken(w, _) => w,
-        }
-    }
-}
+/// A webhook ready to build requests. A template that does not compile (one
+/// stored without validation, e.g. by hand) fails each render with the
+/// reason, and its rows are recorded Exhausted with it rather than dropped.
+pub type Subscriber = RequestBuilder;
 
 /// Enabled webhooks at one config version.
 pub struct Catalog {
@@ -39,11 +27,7 @@ impl Catalog {
         let mut by_event: HashMap<(String, String), Vec<Arc<Subscriber>>> = HashMap::new();
         for hook in hooks {
             let key = (hook.entity_type.clone(), hook.event.clone());
-            let hook = Arc::new(hook);
-            let subscriber = match CompiledWebhook::compile(hook.clone()) {
-                Ok(c) => Subscriber::Ready(Box::new(c)),
-                Err(e) => Subscriber::Broken(hook, e),
-            };
+            let subscriber = RequestBuilder::new(Arc::new(hook), false);
             by_event.entry(key).or_default().push(Arc::new(subscriber));
         }
         Catalog { version, by_event }

@@ -36,6 +36,7 @@ use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::{deliveries, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
+use hookfleet_core::render::RequestBuilder;
 
 /// The event that is delivered synchronously, once, and never deferred.
 pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
@@ -276,7 +277,7 @@ fn plan(
     let mut superseded = 0;
     for (i, e) in events.iter().enumerate() {
         for sub in catalog.subscribers(&e.entity_type, &e.event) {
-            let key = (sub.webhook().id, e.entity_type.as_str(), e.name.as_str());
+            let key = (sub.webhook.id, e.entity_type.as_str(), e.name.as_str());
             match slot.get(&key) {
                 Some(&at) => {
                     plan[at].event_index = i;
@@ -298,17 +299,23 @@ fn plan(
     let mut rows = Vec::with_capacity(plan.len());
     let mut synchronous = Vec::new();
     let mut unbuildable_transitions = Vec::new();
-    for p in &plan {
+    let doc_of = |p: &Planned| {
         let e = &events[p.event_index];
-        let doc = &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc;
-        let hook = p.subscriber.webhook();
-        let built = match p.subscriber.as_ref() {
-            Subscriber::Broken(_, err) => Err(format!("webhook templates do not compile: {err}")),
-            Subscriber::Ready(c) => match c.condition_holds(doc) {
-                Ok(false) => continue,
-                Ok(true) => c.build_request(doc, policy).map_err(|e| e.to_string()),
-                Err(err) => Err(format!("condition could not be evaluated: {err}")),
-            },
+        &events[final_doc[&(e.entity_type.as_str(), e.name.as_str())]].doc
+    };
+    // Every template of the batch, rendered in renderers under their limits.
+    let pairs: Vec<(&Subscriber, &Value)> = plan
+        .iter()
+        .map(|p| (p.subscriber.as_ref(), doc_of(p)))
+        .collect();
+    let built_all = RequestBuilder::build_all(&pairs, policy);
+    for (p, built) in plan.iter().zip(built_all) {
+        let e = &events[p.event_index];
+        let hook = &p.subscriber.webhook;
+        let built = match built {
+            Ok(None) => continue,
+            Ok(Some(request)) => Ok(request),
+            Err(err) => Err(err.to_string()),
         };
         let workflow = e.event == WORKFLOW_TRANSITION;
         let mut row = NewDelivery {

@@ -254,8 +254,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+fn main() -> ExitCode {
+    // Started as a template renderer (see hookfleet_core::sandbox): serve.
+    if let Some(code) = hookfleet_core::sandbox::serve_if_renderer() {
+        return code;
+    }
+    run_main()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run_main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,
