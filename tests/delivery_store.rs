@@ -8,9 +8,9 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 
-use hookfleet_core::attempt::{Claim, Outcome, LEASE_MARGIN};
+use hookfleet_core::attempt::{Claim, Outcome, OutcomeStatus, LEASE_MARGIN};
 use hookfleet_core::error::{Refusal, StoreError};
-use hookfleet_core::model::{DeliveryStatus, WebhookRow};
+use hookfleet_core::model::{DeliveryStatus, NewDelivery, WebhookRow};
 use hookfleet_core::store::deliveries::{self, ClaimBatch, ListFilter, WebhookRows};
 use hookfleet_core::store::webhooks;
 use hookfleet_testkit::{spec, TestEnv, NOWHERE};
@@ -32,11 +32,16 @@ fn claimed(env: &TestEnv, id: i64) -> Claim {
 }
 
 fn outcome(claim: &Claim, status: DeliveryStatus) -> Outcome {
+    let outcome_status = match status {
+        DeliveryStatus::Delivered => OutcomeStatus::Delivered,
+        DeliveryStatus::Failed => OutcomeStatus::Failed,
+        DeliveryStatus::Exhausted | DeliveryStatus::Queued => OutcomeStatus::Exhausted,
+    };
     Outcome {
         log_id: claim.log_id,
         attempt: claim.attempt,
         token: claim.token,
-        status,
+        status: outcome_status,
         retry_in: (status == DeliveryStatus::Failed).then(|| Duration::from_secs(60)),
         response_code: Some(if status == DeliveryStatus::Delivered {
             200
@@ -330,14 +335,31 @@ async fn a_receivers_bytes_are_stored_as_sent_and_a_nul_in_an_error_is_replaced(
     assert_eq!(row.error.as_deref(), Some("HTTP 500: bad\u{FFFD}thing"));
 }
 
+/// Makes the database refuse any response body holding `POISON`: what a
+/// truly unwritable outcome looks like (none is known any more).
+fn refuse_poisoned_bodies(env: &TestEnv) {
+    env.store
+        .run_sync(|c| {
+            diesel::sql_query(
+                "ALTER TABLE webhook_request_logs ADD CONSTRAINT test_no_poison
+                 CHECK (response_body IS NULL OR position('\\xdeadbeef'::bytea IN response_body) = 0)",
+            )
+            .execute(c)?;
+            Ok(())
+        })
+        .expect("add constraint");
+}
+
+const POISON: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_the_database_refuses_is_written_plainly() {
     let env = TestEnv::new();
     let id = one_row(&env).await;
+    refuse_poisoned_bodies(&env);
     let c = claimed(&env, id);
     let mut o = outcome(&c, DeliveryStatus::Failed);
-    // A retry so far off that no timestamp can hold it.
-    o.retry_in = Some(Duration::from_secs(u64::MAX / 4));
+    o.response_body = Some([b"x".as_slice(), &POISON].concat());
     match record(&env, &o) {
         Err(StoreError::Rejected(_)) => {}
         other => panic!("expected the database to refuse it: {other:?}"),
@@ -355,6 +377,7 @@ async fn an_outcome_the_database_refuses_is_written_plainly() {
     let row = env.row(id);
     assert_eq!(row.status, DeliveryStatus::Failed, "the outcome's status");
     assert!(row.next_retry.is_some(), "a retry is still scheduled");
+    assert!(row.response_body.is_none());
     assert!(
         row.error
             .as_deref()
@@ -363,4 +386,90 @@ async fn an_outcome_the_database_refuses_is_written_plainly() {
         "{row:?}"
     );
     assert_eq!(attempt_rows(&env, id), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_delay_no_timestamp_can_hold_is_recorded_at_the_longest_delay() {
+    let env = TestEnv::new();
+    let id = one_row(&env).await;
+    let c = claimed(&env, id);
+    let mut o = outcome(&c, DeliveryStatus::Failed);
+    o.retry_in = Some(Duration::from_secs(u64::MAX / 4));
+    assert_eq!(record(&env, &o).unwrap(), vec![id]);
+    let row = env.row(id);
+    let due = row.next_retry.expect("scheduled");
+    assert!(
+        due < chrono::Utc::now() + chrono::Duration::days(366),
+        "{due}"
+    );
+    assert!(
+        due > chrono::Utc::now() + chrono::Duration::days(364),
+        "{due}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_transition_given_up_before_its_attempt_is_not_taken_for_it() {
+    let env = TestEnv::new();
+    let hook = env.add_webhook(&spec(
+        "approve",
+        "Sales Order",
+        "workflow_transition",
+        NOWHERE,
+    ));
+    let row = NewDelivery {
+        event_id: "msg_transition".into(),
+        webhook_id: Some(hook.id),
+        webhook_name: hook.name.clone(),
+        entity_type: "Sales Order".into(),
+        entity_name: "SO-1".into(),
+        event: "workflow_transition".into(),
+        url: NOWHERE.into(),
+        method: "POST".into(),
+        headers: serde_json::json!([]),
+        body: "{}".into(),
+        queue: "default".into(),
+        status: DeliveryStatus::Queued,
+        // Recorded counting its one attempt, as the producer records it.
+        attempts: 1,
+        max_attempts: 1,
+        next_retry: Some(chrono::Utc::now()),
+        lease_expires_at: Some(chrono::Utc::now()),
+        error: None,
+        claim_token: 1,
+    };
+    let id = env
+        .store
+        .run_sync(|c| deliveries::insert(c, std::slice::from_ref(&row)))
+        .unwrap()[0]
+        .id;
+    set_lease(&env, id, -1);
+    // A worker finds it (the producer died, say): it is given up, unsent.
+    let batch = claim(&env, id);
+    assert_eq!(batch.exhausted.len(), 1, "{batch:?}");
+    let taken = env
+        .store
+        .run_sync(|c| deliveries::take_for_transition(c, id, 1, Duration::from_secs(35)));
+    assert!(
+        matches!(taken, Err(StoreError::Refused(Refusal::Fenced(i))) if i == id),
+        "{taken:?}"
+    );
+
+    // Taken in time, its token moves on and its lease is the database's.
+    let row2 = NewDelivery {
+        event_id: "msg_transition_2".into(),
+        ..row
+    };
+    let id2 = env
+        .store
+        .run_sync(|c| deliveries::insert(c, std::slice::from_ref(&row2)))
+        .unwrap()[0]
+        .id;
+    let token = env
+        .store
+        .run_sync(|c| deliveries::take_for_transition(c, id2, 1, Duration::from_secs(35)))
+        .expect("taken");
+    assert_eq!(token, 2);
+    let leased = env.row(id2).lease_expires_at.expect("leased");
+    assert!(leased > chrono::Utc::now() + chrono::Duration::seconds(30));
 }

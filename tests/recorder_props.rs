@@ -1,7 +1,8 @@
 //! A property of the worker's recorder, against a real Postgres and Redis:
 //! whatever a batch of outcomes carries (any bytes a receiver answered, NULs
-//! in error messages, a retry delay no timestamp can hold), every outcome is
-//! written exactly once and every job is acked only after its outcome is in.
+//! in error messages, a retry delay no timestamp can hold, a body the
+//! database refuses), every outcome is written exactly once and every job is
+//! acked only after its outcome is in.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tokio::sync::{mpsc, Semaphore};
 
-use hookfleet_core::attempt::{Outcome, LEASE_MARGIN};
+use hookfleet_core::attempt::{Outcome, OutcomeStatus, LEASE_MARGIN};
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::deliveries;
@@ -18,10 +19,15 @@ use hookfleet_worker::record::{Finished, Recorder};
 use hookfleet_worker::stats::Counters;
 use hookfleet_worker::unit::{Held, UnitOfWork};
 
+/// Bytes the test database refuses in a response body (a CHECK constraint
+/// added for this test): what a truly unwritable outcome looks like.
+const POISON: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+
 /// One generated outcome: what the receiver said and how it was judged.
 #[derive(Debug, Clone)]
 struct Case {
     status: DeliveryStatus,
+    /// With [`POISON`] appended when `poisoned`.
     body: Option<Vec<u8>>,
     error: Option<String>,
     /// Seconds to the next attempt (Failed only); some beyond any timestamp.
@@ -38,10 +44,14 @@ fn case() -> impl Strategy<Value = Case> {
         proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6000)),
         proptest::option::of(proptest::collection::vec(any::<char>(), 0..80)),
         prop_oneof![1u64..100_000, Just(u64::MAX / 4)],
+        proptest::bool::weighted(0.1),
     )
-        .prop_map(|(status, body, error, retry_secs)| Case {
+        .prop_map(|(status, body, error, retry_secs, poisoned)| Case {
             status,
-            body,
+            body: match body {
+                Some(b) if poisoned => Some([b.as_slice(), &POISON].concat()),
+                other => other,
+            },
             error: error.map(|cs| cs.into_iter().collect()),
             retry_secs,
         })
@@ -70,6 +80,18 @@ fn shared() -> &'static Shared {
                 "on_submit",
                 "http://127.0.0.1:9/x",
             ));
+            env.store
+                .run_sync(|c| {
+                    use diesel::RunQueryDsl;
+                    diesel::sql_query(
+                        "ALTER TABLE webhook_request_logs ADD CONSTRAINT test_no_poison
+                         CHECK (response_body IS NULL
+                                OR position('\\xdeadbeef'::bytea IN response_body) = 0)",
+                    )
+                    .execute(c)?;
+                    Ok(())
+                })
+                .expect("add constraint");
             env
         });
         Shared { env, rt }
@@ -127,7 +149,11 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
             log_id: claim.log_id,
             attempt: claim.attempt,
             token: claim.token,
-            status: case.status,
+            status: match case.status {
+                DeliveryStatus::Delivered => OutcomeStatus::Delivered,
+                DeliveryStatus::Failed => OutcomeStatus::Failed,
+                _ => OutcomeStatus::Exhausted,
+            },
             retry_in: (case.status == DeliveryStatus::Failed)
                 .then(|| Duration::from_secs(case.retry_secs)),
             response_code: Some(200),
@@ -158,7 +184,12 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
             "row {id} is no longer leased"
         );
         assert_eq!(env.attempts(id).len(), 1, "row {id}: one attempt written");
+        let poisoned = case
+            .body
+            .as_deref()
+            .is_some_and(|b| b.windows(4).any(|w| w == POISON));
         let plain = row.response_body.is_none() && case.body.is_some();
+        assert_eq!(plain, poisoned, "row {id}: written plainly only if refused");
         if !plain {
             assert_eq!(row.response_body, case.body, "row {id}: the bytes as sent");
         } else {

@@ -85,6 +85,34 @@ impl AttemptReport {
     }
 }
 
+/// What an attempt made of its row: the statuses an attempt can end in
+/// (never Queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutcomeStatus {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// A retry is scheduled.
+    Failed,
+    /// No attempt follows.
+    Exhausted,
+}
+
+impl From<OutcomeStatus> for DeliveryStatus {
+    fn from(s: OutcomeStatus) -> DeliveryStatus {
+        match s {
+            OutcomeStatus::Delivered => DeliveryStatus::Delivered,
+            OutcomeStatus::Failed => DeliveryStatus::Failed,
+            OutcomeStatus::Exhausted => DeliveryStatus::Exhausted,
+        }
+    }
+}
+
+impl std::fmt::Display for OutcomeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        DeliveryStatus::from(*self).fmt(f)
+    }
+}
+
 /// The outcome of an attempt, ready to be recorded.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -92,7 +120,7 @@ pub struct Outcome {
     pub attempt: i32,
     /// The claim's fencing token (see [`Claim::token`]).
     pub token: i64,
-    pub status: DeliveryStatus,
+    pub status: OutcomeStatus,
     /// For Failed: when the next attempt is due, from now.
     pub retry_in: Option<Duration>,
     pub response_code: Option<i32>,
@@ -117,7 +145,7 @@ pub fn judge(
         log_id: claim.log_id,
         attempt: claim.attempt,
         token: claim.token,
-        status: DeliveryStatus::Delivered,
+        status: OutcomeStatus::Delivered,
         retry_in: None,
         response_code: code.map(i32::from),
         response_body: report.response_body.clone(),
@@ -128,23 +156,23 @@ pub fn judge(
     match code {
         Some(c) if (200..300).contains(&c) => {}
         Some(410) => {
-            outcome.status = DeliveryStatus::Exhausted;
+            outcome.status = OutcomeStatus::Exhausted;
             outcome.error = Some("HTTP 410 Gone: the receiver asked for no more deliveries".into());
         }
         _ if report.unsendable => {
-            outcome.status = DeliveryStatus::Exhausted;
+            outcome.status = OutcomeStatus::Exhausted;
             outcome.error = Some(format!(
                 "request could not be built: {}",
                 report.error.as_deref().unwrap_or("unknown reason")
             ));
         }
         _ if retries_allowed && claim.attempt < claim.max_attempts => {
-            outcome.status = DeliveryStatus::Failed;
+            outcome.status = OutcomeStatus::Failed;
             outcome.retry_in =
                 Some(schedule.delay_with_retry_after(claim.attempt as u32, report.retry_after));
         }
         _ => {
-            outcome.status = DeliveryStatus::Exhausted;
+            outcome.status = OutcomeStatus::Exhausted;
             let reason = report.error.clone().unwrap_or_else(|| "failed".into());
             outcome.error = Some(if retries_allowed {
                 format!(

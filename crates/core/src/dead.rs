@@ -6,7 +6,7 @@
 //! row in Postgres, and the sweeper enqueues that row again once it is due.
 
 use chrono::Utc;
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
@@ -16,6 +16,18 @@ use crate::queue::RedisQueue;
 /// Older entries beyond this are trimmed (they name no row, or a row the
 /// sweeper still owns).
 pub const DEAD_LETTER_LIMIT: isize = 10_000;
+
+/// Moves ARGV[1] from a processing list (KEYS[1]) to the dead-letter list
+/// (KEYS[2]) as the entry ARGV[2], trimming the list to ARGV[3] entries;
+/// nothing if the processing list no longer holds the job.
+const DEAD_LETTER_LUA: &str = r"
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
+  redis.call('LPUSH', KEYS[2], ARGV[2])
+  redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+  return 1
+end
+return 0
+";
 
 /// One dead letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,21 +78,22 @@ impl DeadLetter {
 }
 
 impl RedisQueue {
-    /// Moves a job from a processing list to the dead-letter list.
+    /// Moves a job from a processing list to the dead-letter list, only if
+    /// the list still holds it: a retry after a lost answer never files the
+    /// job twice.
     pub async fn dead_letter(
         &self,
         processing: &str,
         letter: &DeadLetter,
     ) -> Result<(), QueueError> {
         let mut conn = self.conn().await?;
-        redis::pipe()
-            .lpush(self.keys.dead(), letter.encode())
-            .ignore()
-            .ltrim(self.keys.dead(), 0, DEAD_LETTER_LIMIT - 1)
-            .ignore()
-            .lrem(processing, 1, &letter.job)
-            .ignore()
-            .query_async::<()>(&mut *conn)
+        let _: i64 = Script::new(DEAD_LETTER_LUA)
+            .key(processing)
+            .key(self.keys.dead())
+            .arg(&letter.job)
+            .arg(letter.encode())
+            .arg(DEAD_LETTER_LIMIT)
+            .invoke_async(&mut *conn)
             .await?;
         Ok(())
     }

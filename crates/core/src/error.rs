@@ -85,6 +85,10 @@ pub enum Refusal {
     NotYetAttempted(i64),
     #[error("Queued rows are already on their way; nothing to replay")]
     BulkQueued,
+    /// An outcome was not written: the row was claimed again, replayed or
+    /// given up while the attempt was out.
+    #[error("delivery {0} was taken over while its attempt was in flight; this attempt's outcome was not recorded")]
+    Fenced(i64),
 }
 
 impl StoreError {

@@ -180,18 +180,19 @@ impl Keys {
     }
 }
 
-/// Takes each row's in-flight key and pushes its job, as one step per row.
-/// KEYS: in-flight key, legacy in-flight key and queue for each row.
-/// ARGV: TTL seconds, token, then one job per row. Returns 1 (enqueued) or 0
-/// (key held: already on its way) per row.
+/// Takes each row's in-flight key and pushes its job onto one queue, as one
+/// step per row. KEYS: in-flight key and legacy in-flight key for each row,
+/// then the queue. ARGV: TTL seconds, token, then one job per row. Returns 1
+/// (enqueued) or 0 (key held: already on its way) per row.
 const ENQUEUE_LUA: &str = r"
 local ttl = ARGV[1]
 local token = ARGV[2]
+local queue = KEYS[#KEYS]
 local out = {}
-for i = 1, #KEYS / 3 do
-  if redis.call('EXISTS', KEYS[3 * i - 1]) == 0
-     and redis.call('SET', KEYS[3 * i - 2], token, 'NX', 'EX', ttl) then
-    redis.call('LPUSH', KEYS[3 * i], ARGV[i + 2])
+for i = 1, (#KEYS - 1) / 2 do
+  if redis.call('EXISTS', KEYS[2 * i]) == 0
+     and redis.call('SET', KEYS[2 * i - 1], token, 'NX', 'EX', ttl) then
+    redis.call('LPUSH', queue, ARGV[i + 2])
     out[i] = 1
   else
     out[i] = 0
@@ -202,12 +203,14 @@ return out
 
 /// Acknowledges jobs of one processing list (KEYS[1]): removes each and
 /// releases its row's in-flight key (KEYS[i + 1]) if the key still holds the
-/// job's token (ARGV: job, token, per job; an empty token releases nothing).
+/// job's token (ARGV: job, token, per job). An empty token releases nothing;
+/// `*` (a job from before tokens, whose key is of the legacy form) releases
+/// the key whatever it holds, as those versions did.
 const ACK_LUA: &str = r"
 for i = 1, #ARGV / 2 do
   redis.call('LREM', KEYS[1], 1, ARGV[2 * i - 1])
   local token = ARGV[2 * i]
-  if token ~= '' and redis.call('GET', KEYS[i + 1]) == token then
+  if token == '*' or (token ~= '' and redis.call('GET', KEYS[i + 1]) == token) then
     redis.call('DEL', KEYS[i + 1])
   end
 end
@@ -310,8 +313,19 @@ pub struct Ack {
     pub queue: String,
     pub processing: String,
     pub raw: String,
-    /// The row and the token its enqueue took, when the job carries one.
-    pub release: Option<(i64, String)>,
+    pub release: Release,
+}
+
+/// Which in-flight key an ack releases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// The row's key, if it still holds this token (the job's enqueue took it).
+    Token { log_id: i64, token: String },
+    /// A job from before tokens: its row's key of the legacy form, as those
+    /// versions released it.
+    Legacy { log_id: i64 },
+    /// Nothing (a job that names no row).
+    Nothing,
 }
 
 impl RedisQueue {
@@ -369,31 +383,41 @@ impl RedisQueue {
     /// and pushes its job carrying the token; a row whose key is held is
     /// skipped. Returns, per row, whether it was enqueued.
     pub async fn enqueue(&self, rows: &[Enqueue], ttl: Duration) -> Result<Vec<bool>, QueueError> {
-        let mut out = Vec::with_capacity(rows.len());
+        let mut out = vec![false; rows.len()];
         if rows.is_empty() {
             return Ok(out);
         }
+        // One script call per queue (and chunk): every key it touches is in
+        // that queue's hash slot.
+        let mut by_queue: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        for (i, row) in rows.iter().enumerate() {
+            by_queue.entry(row.queue.as_str()).or_default().push(i);
+        }
         let mut conn = self.conn().await?;
         let ttl = ttl.as_secs().max(1);
-        for chunk in rows.chunks(ENQUEUE_CHUNK) {
-            let token = new_token();
-            let mut invocation = self.enqueue.prepare_invoke();
-            for row in chunk {
-                invocation
-                    .key(self.keys.in_flight(&row.queue, row.log_id))
-                    .key(self.keys.legacy_in_flight(row.log_id))
-                    .key(self.keys.queue(&row.queue));
+        for (queue, indexes) in by_queue {
+            for chunk in indexes.chunks(ENQUEUE_CHUNK) {
+                let token = new_token();
+                let mut invocation = self.enqueue.prepare_invoke();
+                for &i in chunk {
+                    invocation
+                        .key(self.keys.in_flight(queue, rows[i].log_id))
+                        .key(self.keys.legacy_in_flight(rows[i].log_id));
+                }
+                invocation.key(self.keys.queue(queue));
+                invocation.arg(ttl).arg(&token);
+                for &i in chunk {
+                    let job = Job {
+                        token: Some(token.clone()),
+                        ..Job::for_webhook(rows[i].log_id, rows[i].webhook_id)
+                    };
+                    invocation.arg(job.encode());
+                }
+                let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
+                for (&i, f) in chunk.iter().zip(flags) {
+                    out[i] = f == 1;
+                }
             }
-            invocation.arg(ttl).arg(&token);
-            for row in chunk {
-                let job = Job {
-                    token: Some(token.clone()),
-                    ..Job::for_webhook(row.log_id, row.webhook_id)
-                };
-                invocation.arg(job.encode());
-            }
-            let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
-            out.extend(flags.into_iter().map(|f| f == 1));
         }
         Ok(out)
     }
@@ -481,13 +505,20 @@ impl RedisQueue {
             invocation.key(processing);
             for item in &items {
                 match &item.release {
-                    Some((log_id, token)) => {
+                    Release::Token { log_id, token } => {
                         invocation
                             .key(self.keys.in_flight(&item.queue, *log_id))
                             .arg(&item.raw)
                             .arg(token);
                     }
-                    None => {
+                    // Standalone Redis only: the legacy key has no hash tag.
+                    Release::Legacy { log_id } => {
+                        invocation
+                            .key(self.keys.legacy_in_flight(*log_id))
+                            .arg(&item.raw)
+                            .arg("*");
+                    }
+                    Release::Nothing => {
                         // A key that is never read: the job releases nothing.
                         invocation.key(processing).arg(&item.raw).arg("");
                     }

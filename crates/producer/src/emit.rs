@@ -25,7 +25,7 @@ use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver;
-use hookfleet_core::error::StoreError;
+use hookfleet_core::error::{Refusal, StoreError};
 use hookfleet_core::model::{
     check_event_id, new_event_id, parse_headers, process_identity, DeliveryStatus, NewDelivery,
     Webhook,
@@ -168,6 +168,14 @@ pub enum EmitError {
         webhook: String,
         error: StoreError,
     },
+}
+
+/// Why a workflow_transition attempt ended without a recorded outcome.
+enum Transition {
+    /// Nothing was sent (the row was given up, or the database is away).
+    NotSent(StoreError),
+    /// The request was sent; its outcome could not be written.
+    Unrecorded(StoreError),
 }
 
 /// One workflow_transition delivery that failed.
@@ -565,7 +573,17 @@ impl Producer {
             let log_id = report.deliveries[at].id;
             let (status, error) = match self.deliver_now(log_id, row, hook).await {
                 Ok(done) => done,
-                Err(error) => {
+                Err(Transition::NotSent(e)) => {
+                    let reason = format!("not sent: {e}");
+                    report.deliveries[at].error = Some(reason.clone());
+                    failures.push(TransitionFailure {
+                        webhook: row.webhook_name.clone(),
+                        reason,
+                        sent: false,
+                    });
+                    continue;
+                }
+                Err(Transition::Unrecorded(error)) => {
                     return Err(EmitError::TransitionUnrecorded {
                         report: Box::new(report),
                         webhook: row.webhook_name.clone(),
@@ -594,13 +612,23 @@ impl Producer {
     }
 
     /// The one attempt of a workflow_transition row, recorded Delivered or
-    /// Exhausted.
+    /// Exhausted. The row was recorded already counting this attempt (so no
+    /// worker ever sends it); it is taken now, by the database's clock, for
+    /// as long as the attempt may take, and not sent at all if it was given
+    /// up meanwhile.
     async fn deliver_now(
         &self,
         log_id: i64,
         row: &NewDelivery,
         hook: &Webhook,
-    ) -> Result<(DeliveryStatus, Option<String>), StoreError> {
+    ) -> Result<(DeliveryStatus, Option<String>), Transition> {
+        let lease = hook.timeout() + LEASE_MARGIN;
+        let inserted_token = row.claim_token;
+        let token = self
+            .store
+            .run(move |c| deliveries::take_for_transition(c, log_id, inserted_token, lease))
+            .await
+            .map_err(Transition::NotSent)?;
         let (headers, defect) = match parse_headers(&row.headers) {
             Ok(h) => (h, None),
             Err(reason) => (Vec::new(), Some(reason)),
@@ -609,7 +637,7 @@ impl Producer {
             log_id,
             attempt: 1,
             max_attempts: 1,
-            token: row.claim_token,
+            token,
             event_id: row.event_id.clone(),
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
@@ -624,8 +652,10 @@ impl Producer {
         };
         let report = deliver::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
-        let (status, error) = (outcome.status, outcome.error.clone());
-        self.record_transition(outcome).await?;
+        let (status, error) = (outcome.status.into(), outcome.error.clone());
+        self.record_transition(outcome)
+            .await
+            .map_err(Transition::Unrecorded)?;
         Ok((status, error))
     }
 
@@ -649,7 +679,9 @@ impl Producer {
                 })
                 .await;
             match result {
-                Ok(_) => return Ok(()),
+                Ok(updated) if updated.contains(&outcome.log_id) => return Ok(()),
+                // Given up (claimed or replayed) while the attempt was out.
+                Ok(_) => return Err(StoreError::Refused(Refusal::Fenced(outcome.log_id))),
                 Err(StoreError::Rejected(_)) if !plain => plain = true,
                 Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
                     tokio::time::sleep(backoff.next_wait()).await;

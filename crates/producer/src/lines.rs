@@ -142,6 +142,24 @@ impl Producer {
                 report.workflow_transition_failures.extend(failures);
                 *r
             }
+            // Recorded (and sent); only the outcome of one transition is
+            // unknown: said, and the file goes on (emitting the batch again
+            // would record its events twice under new ids).
+            Err(e @ EmitError::TransitionUnrecorded { .. }) => {
+                let reason = e.to_string();
+                let EmitError::TransitionUnrecorded {
+                    report: r, webhook, ..
+                } = e
+                else {
+                    unreachable!("matched above")
+                };
+                report.workflow_transition_failures.push(TransitionFailure {
+                    webhook,
+                    reason,
+                    sent: true,
+                });
+                *r
+            }
             Err(error) => {
                 return Err(LinesError::Emit {
                     error,

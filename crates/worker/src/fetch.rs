@@ -51,18 +51,31 @@ pub const ROTATE_AFTER_ROUNDS: u32 = 5;
 /// queues and at its shutdown flag, so a drain starts within a second.
 pub const BLOCK_TIME: Duration = Duration::from_secs(1);
 
-/// Claims under way at once: enough that taking the next jobs never waits on
-/// the previous claim, few enough to keep a handful of Postgres connections.
-pub const CLAIMS_IN_FLIGHT: usize = 2;
+/// How often the worker compares its processing lists with the jobs it
+/// holds even when nothing went wrong: a job whose task ended without a verb
+/// (a panic) is put back within this time instead of waiting for the worker
+/// to die. Reading lists of at most `--concurrency` jobs once a minute costs
+/// nothing.
+pub const ORPHAN_CHECK_EVERY: Duration = Duration::from_secs(60);
+
+/// After Redis failed, the orphan check runs once it answers again and once
+/// more this long after: a blocking pop abandoned by the client may still
+/// move a job on the server until its block time and a command's timeout
+/// have passed (PITFALLS 2).
+pub const ORPHAN_RECHECK_AFTER: Duration =
+    Duration::from_secs(BLOCK_TIME.as_secs() + hookfleet_core::queue::COMMAND_TIMEOUT.as_secs());
 
 pub struct Fetcher {
     starter: Arc<Starter>,
     slots: Arc<Semaphore>,
-    claims: Arc<Semaphore>,
     blocking: Option<MultiplexedConnection>,
     next_queue: usize,
-    /// A blocking pop failed: a job may sit in a processing list unseen.
-    suspect_orphans: bool,
+    /// When the next orphan check is due: soon after a failed pop (a job may
+    /// sit in a processing list unseen), else every [`ORPHAN_CHECK_EVERY`].
+    orphan_check_at: tokio::time::Instant,
+    /// A check to run [`ORPHAN_RECHECK_AFTER`] after the one that follows a
+    /// Redis failure.
+    orphan_recheck: bool,
     /// Consecutive takes that found only jobs of webhooks at their limit.
     saturated_rounds: u32,
 }
@@ -72,12 +85,19 @@ impl Fetcher {
         Fetcher {
             starter,
             slots,
-            claims: Arc::new(Semaphore::new(CLAIMS_IN_FLIGHT)),
             blocking: None,
             next_queue: 0,
-            suspect_orphans: false,
+            orphan_check_at: tokio::time::Instant::now() + ORPHAN_CHECK_EVERY,
+            orphan_recheck: false,
             saturated_rounds: 0,
         }
+    }
+
+    /// Something may have left a job in a processing list unseen: check as
+    /// soon as Redis answers, and once more a little later.
+    fn suspect_orphans(&mut self) {
+        self.orphan_check_at = tokio::time::Instant::now();
+        self.orphan_recheck = true;
     }
 
     fn processing(&self, queue: &str) -> String {
@@ -119,7 +139,7 @@ impl Fetcher {
                             UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
                         })
                         .collect();
-                    if self.suspect_orphans {
+                    if tokio::time::Instant::now() >= self.orphan_check_at {
                         self.return_orphans().await;
                     }
                     if units.is_empty() {
@@ -129,20 +149,16 @@ impl Fetcher {
                     if ready.is_empty() {
                         continue;
                     }
-                    let Ok(claim_slot) = self.claims.clone().acquire_owned().await else {
-                        return;
-                    };
+                    // Claims are bounded inside the starter; the loop goes on
+                    // taking (and notices a shutdown) meanwhile.
                     let starter = self.starter.clone();
-                    tokio::spawn(async move {
-                        starter.claim_and_start(ready).await;
-                        drop(claim_slot);
-                    });
+                    tokio::spawn(async move { starter.claim_and_start(ready).await });
                 }
                 Err(e) => {
                     let wait = backoff.next_wait();
                     tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
                     self.blocking = None;
-                    self.suspect_orphans = true;
+                    self.suspect_orphans();
                     drop(permits);
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
@@ -156,10 +172,10 @@ impl Fetcher {
     /// Parses the taken jobs and reserves each one's webhook slot. A job
     /// whose webhook has no free slot (it slipped past the take's caps: a
     /// blocking pop, or a webhook not seen before) goes to the back of the
-    /// queue and frees its delivery slot for someone else's job; if Redis
-    /// refuses that, the starter waits for the slot before claiming.
+    /// queue and frees its delivery slot for someone else's job. A job that
+    /// does not parse is dead-lettered (on a task of its own: the loop does
+    /// not wait for Redis there).
     async fn reserve(&mut self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
-        let starter = &self.starter;
         let count = units.len();
         let mut ready = Vec::with_capacity(count);
         let mut bounced = 0;
@@ -167,31 +183,35 @@ impl Fetcher {
             let webhook = match unit.parse() {
                 Ok(job) => job.webhook_id,
                 Err(reason) => {
-                    starter.dead_letter(unit, &reason.to_string()).await;
+                    let starter = self.starter.clone();
+                    tokio::spawn(
+                        async move { starter.dead_letter(unit, &reason.to_string()).await },
+                    );
                     continue;
                 }
             };
             if let Some(webhook) = webhook {
-                match starter.limits.try_take(webhook) {
+                match self.starter.limits.try_take(webhook) {
                     Some(slot) => unit.hold_endpoint_slot(slot),
-                    None => match unit.bounce(&starter.queue).await {
-                        Ok(()) => {
+                    None => {
+                        if let Err(e) = unit.bounce(&self.starter.queue).await {
+                            // It may or may not have moved: the orphan check
+                            // settles it once Redis answers.
+                            tracing::warn!(error = %e, "cannot put a job back; checking for it once Redis answers");
+                            self.suspect_orphans();
+                        } else {
                             bounced += 1;
-                            continue;
                         }
-                        Err(unit) => {
-                            ready.push(unit);
-                            continue;
-                        }
-                    },
+                        continue;
+                    }
                 }
             }
             ready.push(unit);
         }
         if bounced > 0 {
-            Counters::add(&starter.counters.bounced, bounced as u64);
+            Counters::add(&self.starter.counters.bounced, bounced as u64);
             if bounced == count {
-                let _ = tokio::time::timeout(SATURATED_WAIT, starter.limits.released()).await;
+                let _ = tokio::time::timeout(SATURATED_WAIT, self.starter.limits.released()).await;
             }
         }
         ready
@@ -199,10 +219,12 @@ impl Fetcher {
 
     /// Puts back jobs sitting in this worker's processing lists that it does
     /// not hold: a pop whose answer was lost may still have moved one there
-    /// (PITFALLS 2). Runs once Redis answers again after a failed pop, after
-    /// the jobs just taken are counted as held.
+    /// (PITFALLS 2), and a job whose task ended without a verb is left there.
+    /// Runs after the jobs just taken are counted as held; a check that could
+    /// not finish runs again at the next take.
     async fn return_orphans(&mut self) {
         let mut returned = 0;
+        let mut complete = true;
         for q in self.starter.config.queues.clone() {
             let processing = self.processing(&q);
             let Ok(jobs) = self
@@ -211,31 +233,39 @@ impl Fetcher {
                 .processing_jobs(&q, &self.starter.config.worker_id)
                 .await
             else {
-                return;
+                complete = false;
+                break;
             };
             let mut seen: HashMap<&str, usize> = HashMap::new();
             for raw in &jobs {
                 let n = seen.entry(raw.as_str()).or_default();
                 *n += 1;
+                if *n <= self.starter.held.count(&processing, raw) {
+                    continue;
+                }
                 // Conditional: a job acked since the list was read is not
                 // pushed again.
-                if *n > self.starter.held.count(&processing, raw)
-                    && matches!(
-                        self.starter.queue.requeue(&processing, &q, raw).await,
-                        Ok(true)
-                    )
-                {
-                    returned += 1;
+                match self.starter.queue.requeue(&processing, &q, raw).await {
+                    Ok(true) => returned += 1,
+                    Ok(false) => {}
+                    Err(_) => complete = false,
                 }
             }
         }
         if returned > 0 {
             tracing::info!(
                 returned,
-                "returned jobs a lost pop had moved into this worker's processing list"
+                "returned jobs this worker's processing list held but the worker did not"
             );
         }
-        self.suspect_orphans = false;
+        let now = tokio::time::Instant::now();
+        self.orphan_check_at = if !complete {
+            now
+        } else if std::mem::take(&mut self.orphan_recheck) {
+            now + ORPHAN_RECHECK_AFTER
+        } else {
+            now + ORPHAN_CHECK_EVERY
+        };
     }
 
     /// Takes up to `max` jobs: without waiting from each queue in turn, then,

@@ -177,6 +177,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         )),
         recorder: tx,
         http: deliver::http_client(config.policy.clone()),
+        claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
     });
     Fetcher::new(starter, slots.clone()).run().await;
 

@@ -35,8 +35,9 @@ pub const SLOW_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Endpoint {
-    /// Start of each request in flight, by slot number.
-    in_flight: HashMap<u64, Instant>,
+    /// Each slot taken, by slot number, with when its request went out (None
+    /// while the job is still being claimed).
+    in_flight: HashMap<u64, Option<Instant>>,
     /// The last request to finish took [`SLOW_AFTER`] or longer.
     slow: bool,
 }
@@ -47,6 +48,7 @@ impl Endpoint {
             || self
                 .in_flight
                 .values()
+                .flatten()
                 .any(|t| now.duration_since(*t) >= SLOW_AFTER)
     }
 }
@@ -66,8 +68,9 @@ pub struct EndpointLimits {
     released: Arc<Notify>,
 }
 
-/// One request's slot at its webhook. Dropping it frees the slot, notes
-/// whether the request was slow, and wakes a fetcher waiting for a slot.
+/// One request's slot at its webhook, taken before the job's row is claimed.
+/// Dropping it frees the slot, notes whether the request (if it went out)
+/// was slow, and wakes whoever waits for a slot.
 pub struct EndpointSlot {
     webhook: i64,
     slot: u64,
@@ -75,17 +78,33 @@ pub struct EndpointSlot {
     released: Arc<Notify>,
 }
 
+impl EndpointSlot {
+    /// The request goes out now: its time is counted from here (a claim
+    /// waiting on the database does not make a receiver look slow).
+    pub fn sending(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            if let Some(e) = state.endpoints.get_mut(&self.webhook) {
+                if let Some(started) = e.in_flight.get_mut(&self.slot) {
+                    *started = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
 impl Drop for EndpointSlot {
     fn drop(&mut self) {
         if let Ok(mut state) = self.state.lock() {
             if let Some(e) = state.endpoints.get_mut(&self.webhook) {
-                if let Some(started) = e.in_flight.remove(&self.slot) {
+                if let Some(Some(started)) = e.in_flight.remove(&self.slot) {
                     e.slow = started.elapsed() >= SLOW_AFTER;
                 }
             }
         }
-        // One fetcher waits; a permit stored while it is busy wakes its next wait.
-        self.released.notify_one();
+        // The fetcher and jobs waiting for their webhook's slot all look
+        // again (each waiter registered before it last looked: none misses
+        // this).
+        self.released.notify_waiters();
     }
 }
 
@@ -169,7 +188,7 @@ impl EndpointLimits {
             .entry(webhook)
             .or_default()
             .in_flight
-            .insert(slot, now);
+            .insert(slot, None);
         Some(EndpointSlot {
             webhook,
             slot,
@@ -181,11 +200,15 @@ impl EndpointLimits {
     /// Waits for a slot (for jobs that did not name their webhook).
     pub async fn take(&self, webhook: i64) -> EndpointSlot {
         loop {
+            // Registered before looking, so a slot freed in between wakes it.
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
             if let Some(slot) = self.try_take(webhook) {
                 return slot;
             }
-            // A slow webhook may free no slot for a while: look again now and then.
-            let _ = tokio::time::timeout(SLOW_AFTER, self.released()).await;
+            // Look again now and then in any case.
+            let _ = tokio::time::timeout(SLOW_AFTER, released).await;
         }
     }
 
@@ -202,7 +225,7 @@ impl EndpointLimits {
             .collect()
     }
 
-    /// Resolves when any webhook slot is freed.
+    /// Resolves when any webhook slot is freed (after this call).
     pub async fn released(&self) {
         self.released.notified().await
     }
@@ -251,6 +274,7 @@ mod tests {
     async fn a_slow_webhook_gets_the_slow_limit_until_it_answers_quickly_again() {
         let limits = EndpointLimits::new(8, 2);
         let hanging: Vec<_> = (0..4).map(|_| limits.try_take(1).unwrap()).collect();
+        hanging.iter().for_each(EndpointSlot::sending);
         assert_eq!(
             limits.caps(100),
             vec![(1, 4)],
@@ -264,6 +288,7 @@ mod tests {
         drop(hanging);
         let a = limits.try_take(1).expect("slow: two slots");
         let _b = limits.try_take(1).expect("slow: two slots");
+        a.sending();
         assert!(
             limits.try_take(1).is_none(),
             "still slow: its last request took over a second"
@@ -274,5 +299,33 @@ mod tests {
             vec![(1, 7)],
             "fast again: its whole limit"
         );
+    }
+
+    #[tokio::test]
+    async fn time_spent_before_the_request_goes_out_does_not_make_a_webhook_slow() {
+        let limits = EndpointLimits::new(8, 2);
+        let claiming: Vec<_> = (0..4).map(|_| limits.try_take(1).unwrap()).collect();
+        std::thread::sleep(SLOW_AFTER + Duration::from_millis(10));
+        assert!(
+            limits.try_take(1).is_some(),
+            "four slots held a second by claims, none sent: not slow"
+        );
+        drop(claiming);
+        assert_eq!(limits.caps(100), vec![(1, 8)], "freed unsent: still fast");
+    }
+
+    #[tokio::test]
+    async fn a_slot_freed_while_a_job_waits_for_one_wakes_it_at_once() {
+        let limits = Arc::new(EndpointLimits::new(1, 1));
+        let held = limits.try_take(5).unwrap();
+        let waiter = {
+            let limits = limits.clone();
+            tokio::spawn(async move { limits.take(5).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let freed = Instant::now();
+        drop(held);
+        let _slot = waiter.await.unwrap();
+        assert!(freed.elapsed() < SLOW_AFTER / 2, "{:?}", freed.elapsed());
     }
 }

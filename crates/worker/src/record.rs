@@ -10,20 +10,23 @@
 //! - the database did not answer: the jobs stay held (no ack) and the write is
 //!   retried with backoff; since the slots stay taken, the worker pops
 //!   nothing new until the database answers;
-//! - the database refused the statement: the outcomes are written one by one,
-//!   so one unwritable outcome cannot hold back the others; one refused on
-//!   its own is written plainly (status, schedule and fence, without the
-//!   receiver's bytes);
+//! - the database refused the statement: it is tried again a few times (a
+//!   deadlock or a statement timeout passes), then the outcomes are written
+//!   one by one, so one unwritable outcome cannot hold back the others; one
+//!   refused on its own is written plainly (status, schedule and fence,
+//!   without the receiver's bytes);
 //! - anything else: held and retried, never dropped.
+//!
+//! A write's slot is freed as soon as its outcomes are in: acking (Redis)
+//! never holds back the next writes (Postgres).
 
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
 
-use hookfleet_core::attempt::Outcome;
+use hookfleet_core::attempt::{Outcome, OutcomeStatus};
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::{deliveries, Store};
@@ -38,6 +41,11 @@ pub const RECORD_BATCH: usize = 256;
 /// Outcome batches written at once: while one commits, the next fills, so a
 /// delivery's outcome waits for at most a commit, not a queue of them.
 pub const WRITES_IN_FLIGHT: usize = 2;
+
+/// How many times a write the database refuses is tried again before its
+/// outcomes are split (or, for one, written plainly): a deadlock or a
+/// statement timeout passes; an unwritable value does not.
+pub const WRITE_REFUSALS: u32 = 3;
 
 /// A finished attempt waiting to be recorded, with the job it came from.
 pub struct Finished {
@@ -84,12 +92,14 @@ impl Recorder {
             tokio::spawn(async move {
                 let (outcomes, units): (Vec<Outcome>, Vec<UnitOfWork>) =
                     batch.into_iter().map(|f| (f.outcome, f.unit)).unzip();
-                if let Written::Done = this.write(outcomes).await {
+                let written = this.write(outcomes).await;
+                // The next batch may be written while these are acked.
+                drop(writer);
+                if let Written::Done = written {
                     // Only after the ack are the delivery slots freed (when
                     // the units drop).
                     UnitOfWork::acknowledge_all(units, &this.queue, &this.shutdown).await;
                 }
-                drop(writer);
             });
         }
     }
@@ -99,6 +109,7 @@ impl Recorder {
     async fn write(&self, outcomes: Vec<Outcome>) -> Written {
         let outcomes = Arc::new(outcomes);
         let mut backoff = Backoff::new();
+        let mut refusals = 0;
         loop {
             let (batch, worker) = (outcomes.clone(), self.worker_id.clone());
             match self
@@ -110,9 +121,12 @@ impl Recorder {
                     self.count(&outcomes, &updated);
                     return Written::Done;
                 }
-                Err(StoreError::Rejected(e)) if outcomes.len() > 1 => {
+                Err(StoreError::Rejected(e)) if refusals + 1 >= WRITE_REFUSALS => {
+                    if outcomes.len() == 1 {
+                        return self.write_one(&outcomes[0]).await;
+                    }
                     tracing::warn!(outcomes = outcomes.len(), error = %e,
-                        "the database refused a batch of outcomes; writing them one by one");
+                        "the database refuses a batch of outcomes; writing them one by one");
                     for outcome in outcomes.iter() {
                         if let Written::Stopped = self.write_one(outcome).await {
                             return Written::Stopped;
@@ -120,8 +134,10 @@ impl Recorder {
                     }
                     return Written::Done;
                 }
-                Err(StoreError::Rejected(_)) => return self.write_one(&outcomes[0]).await,
                 Err(e) => {
+                    if let StoreError::Rejected(_) = e {
+                        refusals += 1;
+                    }
                     let wait = backoff.next_wait();
                     tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
                         "cannot record outcomes; holding their jobs and retrying");
@@ -133,12 +149,13 @@ impl Recorder {
         }
     }
 
-    /// Writes one outcome; if the database refuses it, writes it plainly
-    /// (without the receiver's bytes). Never gives up short of a forced stop:
-    /// the job stays held until its outcome is in.
+    /// Writes one outcome; if the database keeps refusing it, writes it
+    /// plainly (without the receiver's bytes). Never gives up short of a
+    /// forced stop: the job stays held until its outcome is in.
     async fn write_one(&self, outcome: &Outcome) -> Written {
         let mut backoff = Backoff::new();
         let mut plain = false;
+        let mut refusals = 0;
         loop {
             let (one, worker) = (outcome.clone(), self.worker_id.clone());
             let result = self
@@ -156,12 +173,15 @@ impl Recorder {
                     self.count(std::slice::from_ref(outcome), &updated);
                     return Written::Done;
                 }
-                Err(StoreError::Rejected(e)) if !plain => {
+                Err(StoreError::Rejected(e)) if !plain && refusals + 1 >= WRITE_REFUSALS => {
                     tracing::warn!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
-                        "the database refused this outcome; recording it without the response");
+                        "the database refuses this outcome; recording it without the response");
                     plain = true;
                 }
                 Err(e) => {
+                    if let StoreError::Rejected(_) = e {
+                        refusals += 1;
+                    }
                     let wait = backoff.next_wait();
                     tracing::error!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
                         retry_in = ?wait, "cannot record an outcome; holding its job and retrying");
@@ -191,9 +211,9 @@ impl Recorder {
                 continue;
             }
             let counter = match o.status {
-                DeliveryStatus::Delivered => &self.counters.delivered,
-                DeliveryStatus::Failed => &self.counters.failed,
-                DeliveryStatus::Exhausted | DeliveryStatus::Queued => &self.counters.exhausted,
+                OutcomeStatus::Delivered => &self.counters.delivered,
+                OutcomeStatus::Failed => &self.counters.failed,
+                OutcomeStatus::Exhausted => &self.counters.exhausted,
             };
             Counters::add(counter, 1);
             tracing::debug!(log_id = o.log_id, attempt = o.attempt, status = %o.status,

@@ -8,11 +8,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{self, Claim};
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::deliver;
+use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
@@ -31,6 +32,17 @@ pub const MAX_LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 /// the clock it is compared with.
 pub const LEASE_SLACK: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Claim statements under way at once, whoever starts them (the fetch loop,
+/// a job that waited for its webhook's slot or for a lease): enough that
+/// taking the next jobs never waits on the previous claim, few enough to keep
+/// a handful of Postgres connections.
+pub const CLAIMS_IN_FLIGHT: usize = 2;
+
+/// How many times a claim the database refuses is tried again before it is
+/// split (or, for one row, given up): a deadlock or a statement timeout
+/// passes; a row that cannot be claimed does not.
+pub const CLAIM_REFUSALS: u32 = 3;
+
 /// What claiming and starting needs; shared by the fetch loop and the claim
 /// tasks it spawns.
 pub struct Starter {
@@ -42,6 +54,8 @@ pub struct Starter {
     pub limits: Arc<EndpointLimits>,
     pub recorder: mpsc::UnboundedSender<Finished>,
     pub http: reqwest::Client,
+    /// [`CLAIMS_IN_FLIGHT`] permits.
+    pub claims: Semaphore,
 }
 
 impl Starter {
@@ -64,9 +78,11 @@ impl Starter {
             exhausted,
             missing,
             leased,
+            refused,
             ..
         } = batch;
-        let leased: HashMap<i64, chrono::DateTime<chrono::Utc>> = leased.into_iter().collect();
+        let leased: HashMap<i64, std::time::Duration> = leased.into_iter().collect();
+        let refused: HashMap<i64, String> = refused.into_iter().collect();
         let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
         let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
         let missing: HashSet<i64> = missing.into_iter().collect();
@@ -78,25 +94,34 @@ impl Starter {
             } else if let Some(reason) = exhausted.get(&id) {
                 Counters::add(&self.counters.exhausted, 1);
                 tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
+                unit.free_endpoint_slot();
                 done.push(unit);
-            } else if let Some(until) = leased.get(&id) {
+            } else if let Some(left) = leased.get(&id) {
                 // Another attempt holds the row (its worker may have died and
                 // this job been recovered from it): claim it when the lease
                 // ends, keeping the job (not the webhook's slot) until then.
                 unit.free_endpoint_slot();
-                self.claim_after_lease(unit, *until);
+                self.claim_after_lease(unit, *left);
             } else if missing.contains(&id) {
+                unit.free_endpoint_slot();
                 let reason = format!("job names log id {id}, which does not exist");
+                self.dead_letter(unit, &reason).await;
+            } else if let Some(reason) = refused.get(&id) {
+                // The row stays in Postgres; the sweeper enqueues it again
+                // once it is due, and the dead letter says why this job
+                // could not claim it.
+                unit.free_endpoint_slot();
+                let reason = format!("the database refused to claim row {id}: {reason}");
                 self.dead_letter(unit, &reason).await;
             } else {
                 // Terminal, not due, or a second job for a row this batch
                 // already claimed. Its in-flight key is released if it still
-                // holds this job's token: if the row is leased by a worker
-                // that died, the sweeper takes it once the lease ends instead
-                // of once the key's TTL does; a live holder records its
-                // outcome before then, and the claim fences the rest.
+                // holds this job's token: a row whose worker died is leased
+                // (and waited for above), so this is never a live attempt's
+                // key.
                 Counters::add(&self.counters.stale, 1);
                 tracing::debug!(log_id = id, "stale job dropped without a request");
+                unit.free_endpoint_slot();
                 done.push(unit);
             }
         }
@@ -116,15 +141,28 @@ impl Starter {
         let looked_up: HashMap<i64, Option<i64>> = if unnamed.is_empty() {
             HashMap::new()
         } else {
-            match self
-                .store
-                .run(move |c| deliveries::webhooks_of(c, &unnamed))
-                .await
-            {
-                Ok(found) => found.into_iter().collect(),
-                // The claim below meets the same database; a job claimed
-                // without its slot still counts at the webhook once sent.
-                Err(_) => HashMap::new(),
+            let unnamed = Arc::new(unnamed);
+            let mut backoff = Backoff::new();
+            loop {
+                let ids = unnamed.clone();
+                match self
+                    .store
+                    .run(move |c| deliveries::webhooks_of(c, &ids))
+                    .await
+                {
+                    Ok(found) => break found.into_iter().collect(),
+                    Err(e) => {
+                        let wait = backoff.next_wait();
+                        tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
+                            "cannot look up the webhooks of jobs that do not name theirs; holding them");
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            // Left in the processing list: the drain puts
+                            // them back.
+                            _ = self.config.shutdown.requested(1) => return Vec::new(),
+                        }
+                    }
+                }
             }
         };
         let mut ready = Vec::with_capacity(units.len());
@@ -161,13 +199,11 @@ impl Starter {
         });
     }
 
-    fn claim_after_lease(self: &Arc<Self>, unit: UnitOfWork, until: chrono::DateTime<chrono::Utc>) {
+    /// Claims the job's row once the lease that holds it (`left` to run, by
+    /// the database's clock) has ended.
+    fn claim_after_lease(self: &Arc<Self>, unit: UnitOfWork, left: std::time::Duration) {
         let this = self.clone();
-        let wait = (until - chrono::Utc::now())
-            .to_std()
-            .unwrap_or_default()
-            .min(MAX_LEASE_WAIT)
-            + LEASE_SLACK;
+        let wait = left.min(MAX_LEASE_WAIT) + LEASE_SLACK;
         tokio::spawn(async move {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -178,32 +214,64 @@ impl Starter {
         });
     }
 
-    /// Claims rows, retrying while the database does not answer (the jobs and
-    /// their slots stay held, so nothing new is taken meanwhile). None: told
-    /// to stop at once.
+    /// Claims rows, at most [`CLAIMS_IN_FLIGHT`] statements at once, retrying
+    /// while the database does not answer (the jobs and their slots stay
+    /// held, so nothing new is taken meanwhile). A claim the database keeps
+    /// refusing is split row by row; a row it refuses alone comes back in
+    /// `refused`. None: told to stop (the jobs stay in the processing list,
+    /// and the drain puts them back).
     async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
         let ids = Arc::new(ids);
         let lease_margin = self.config.lease_margin;
         let mut backoff = Backoff::new();
+        let mut refusals = 0;
         loop {
             let batch_ids = ids.clone();
-            match self
-                .store
-                .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
-                .await
-            {
+            let result = {
+                let _permit = self.claims.acquire().await.ok()?;
+                self.store
+                    .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
+                    .await
+            };
+            let e = match result {
                 Ok(batch) => return Some(batch),
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
-                        "cannot claim rows; holding the jobs and retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.config.shutdown.requested(2) => return None,
-                    }
+                Err(e) => e,
+            };
+            if let StoreError::Rejected(_) = e {
+                refusals += 1;
+                if refusals >= CLAIM_REFUSALS {
+                    return self.claim_one_by_one(&ids, &e).await;
                 }
             }
+            let wait = backoff.next_wait();
+            tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
+                "cannot claim rows; holding the jobs and retrying");
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.config.shutdown.requested(1) => return None,
+            }
         }
+    }
+
+    /// Claims a refused batch's rows one by one (each with its own retries).
+    async fn claim_one_by_one(&self, ids: &[i64], error: &StoreError) -> Option<ClaimBatch> {
+        if let [id] = ids {
+            return Some(ClaimBatch {
+                refused: vec![(*id, error.to_string())],
+                ..ClaimBatch::default()
+            });
+        }
+        let mut merged = ClaimBatch::default();
+        for id in ids {
+            let one = Box::pin(self.claim(vec![*id])).await?;
+            merged.claimed.extend(one.claimed);
+            merged.exhausted.extend(one.exhausted);
+            merged.stale.extend(one.stale);
+            merged.leased.extend(one.leased);
+            merged.missing.extend(one.missing);
+            merged.refused.extend(one.refused);
+        }
+        Some(merged)
     }
 
     /// Moves a job to the dead-letter list.
@@ -225,6 +293,7 @@ impl Starter {
         let config = self.config.clone();
         let recorder = self.recorder.clone();
         tokio::spawn(async move {
+            unit.sending();
             let report = deliver::send(&http, &config.policy, &claim).await;
             // The webhook's slot bounds requests at its receiver: it is free
             // as soon as the answer is in, while the job keeps its delivery

@@ -7,8 +7,11 @@
 //!
 //! The unit owns everything the job holds in this process: its delivery slot
 //! (a permit of `--concurrency`), its webhook slot while its request is out,
-//! and its entry in [`Held`]. The verbs consume it, and dropping it frees
-//! them all, so no slot can be freed twice or forgotten.
+//! and its entry in [`Held`]. The verbs (acknowledge, dead-letter, bounce)
+//! consume it, and dropping it frees them all, so no slot can be freed twice
+//! or forgotten. A unit dropped without a verb leaves its job in the
+//! processing list, no longer held: the worker's periodic orphan check puts
+//! it back on its queue.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +20,8 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::dead::DeadLetter;
-use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue};
+use hookfleet_core::error::QueueError;
+use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue, Release};
 use hookfleet_core::shutdown::Shutdown;
 
 use crate::limits::EndpointSlot;
@@ -98,6 +102,13 @@ impl UnitOfWork {
         self.endpoint = Some(slot);
     }
 
+    /// The request is going out: its webhook slot's clock starts now.
+    pub fn sending(&self) {
+        if let Some(slot) = &self.endpoint {
+            slot.sending();
+        }
+    }
+
     /// Frees the webhook slot (the request is answered, or the job waits).
     pub fn free_endpoint_slot(&mut self) {
         self.endpoint = None;
@@ -108,10 +119,18 @@ impl UnitOfWork {
             queue: self.queue.clone(),
             processing: self.processing.clone(),
             raw: self.raw.clone(),
-            release: self
-                .job
-                .as_ref()
-                .and_then(|j| Some((j.log_id, j.token.clone()?))),
+            release: match &self.job {
+                Some(Job {
+                    log_id,
+                    token: Some(token),
+                    ..
+                }) => Release::Token {
+                    log_id: *log_id,
+                    token: token.clone(),
+                },
+                Some(Job { log_id, .. }) => Release::Legacy { log_id: *log_id },
+                None => Release::Nothing,
+            },
         }
     }
 
@@ -138,7 +157,8 @@ impl UnitOfWork {
     }
 
     /// Moves the job to the dead-letter list with `reason`, retrying while
-    /// Redis is away (until told to stop at once).
+    /// Redis is away (until told to stop: the job then stays in the
+    /// processing list, and the drain or the reaper puts it back).
     pub async fn dead_letter(
         self,
         queue: &RedisQueue,
@@ -153,19 +173,20 @@ impl UnitOfWork {
             tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.requested(2) => return,
+                _ = shutdown.requested(1) => return,
             }
         }
     }
 
     /// Sends the job to the back of its queue (its webhook is at its limit):
-    /// it waits its turn again without holding a slot. On a Redis error the
-    /// unit comes back, still held.
-    pub async fn bounce(self, queue: &RedisQueue) -> Result<(), UnitOfWork> {
-        match queue.bounce(&self.processing, &self.queue, &self.raw).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(self),
-        }
+    /// it waits its turn again without holding a slot. On a Redis error
+    /// nobody knows whether it moved: the caller drops the unit and has the
+    /// orphan check settle it once Redis answers.
+    pub async fn bounce(self, queue: &RedisQueue) -> Result<(), QueueError> {
+        queue
+            .bounce(&self.processing, &self.queue, &self.raw)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -28,7 +28,7 @@ use diesel::sql_types::{
 use diesel::PgConnection;
 use serde::Serialize;
 
-use crate::attempt::{Claim, Outcome};
+use crate::attempt::{Claim, Outcome, OutcomeStatus};
 use crate::config::MAX_DURATION;
 use crate::error::{Refusal, StoreError};
 use crate::model::{parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
@@ -56,6 +56,23 @@ pub struct Recorded {
 /// Records `rows`, at most one per (event id, webhook): an event recorded
 /// twice returns the existing row marked `duplicate`.
 pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recorded>, StoreError> {
+    // A reason quoting a document may hold a NUL, which text cannot.
+    let sanitized: Vec<NewDelivery>;
+    let rows = if rows
+        .iter()
+        .any(|r| r.error.as_deref().is_some_and(|e| e.contains('\0')))
+    {
+        sanitized = rows
+            .iter()
+            .map(|r| NewDelivery {
+                error: r.error.as_deref().map(|e| pg_text(e).into_owned()),
+                ..r.clone()
+            })
+            .collect();
+        &sanitized[..]
+    } else {
+        rows
+    };
     let mut out = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(INSERT_CHUNK) {
         let inserted: Vec<(i64, String, Option<i64>, String, DeliveryStatus, String)> =
@@ -218,11 +235,15 @@ pub struct ClaimBatch {
     pub exhausted: Vec<(i64, String)>,
     /// Terminal, or not due: a stale duplicate job.
     pub stale: Vec<i64>,
-    /// Held by another attempt's lease until the given time (its worker may
-    /// have died: the job can claim the row once the lease ends).
-    pub leased: Vec<(i64, DateTime<Utc>)>,
+    /// Held by another attempt's lease for this long yet, by the database's
+    /// clock (its worker may have died: the job can claim the row once the
+    /// lease ends).
+    pub leased: Vec<(i64, Duration)>,
     /// No such row.
     pub missing: Vec<i64>,
+    /// Rows the database would not claim, with its reason (filled by callers
+    /// that split a refused claim row by row).
+    pub refused: Vec<(i64, String)>,
 }
 
 /// Claims the rows `ids` for one attempt each, in one statement (two or three
@@ -293,12 +314,13 @@ pub fn claim(
     struct Found {
         #[diesel(sql_type = BigInt)]
         id: i64,
-        #[diesel(sql_type = Nullable<Timestamptz>)]
-        lease: Option<DateTime<Utc>>,
+        /// Seconds left on a live lease.
+        #[diesel(sql_type = Nullable<Double>)]
+        lease: Option<f64>,
     }
-    let found: HashMap<i64, Option<DateTime<Utc>>> = diesel::sql_query(
+    let found: HashMap<i64, Option<f64>> = diesel::sql_query(
         "SELECT id, CASE WHEN status IN ('Queued', 'Failed') AND lease_expires_at > now()
-                         THEN lease_expires_at END AS lease
+                         THEN extract(epoch FROM lease_expires_at - now())::float8 END AS lease
          FROM webhook_request_logs WHERE id = ANY($1)",
     )
     .bind::<Array<BigInt>, _>(&rest)
@@ -308,12 +330,48 @@ pub fn claim(
     .collect();
     for id in rest {
         match found.get(&id) {
-            Some(Some(until)) => batch.leased.push((id, *until)),
+            Some(Some(left)) => batch
+                .leased
+                .push((id, Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))),
             Some(None) => batch.stale.push(id),
             None => batch.missing.push(id),
         }
     }
     Ok(batch)
+}
+
+/// Takes a workflow_transition row for its one synchronous attempt: the row
+/// was recorded counting that attempt, with `inserted_token`; it is leased
+/// for `lease` by the database's clock and its token moves on. Refused
+/// (nothing is to be sent) if the row was given up meanwhile.
+pub fn take_for_transition(
+    conn: &mut PgConnection,
+    id: i64,
+    inserted_token: i64,
+    lease: Duration,
+) -> Result<i64, StoreError> {
+    let token: Option<i64> = diesel::sql_query(
+        "UPDATE webhook_request_logs
+         SET claim_token = claim_token + 1,
+             lease_expires_at = now() + make_interval(secs => $3),
+             next_retry = now() + make_interval(secs => $3),
+             updated_at = now()
+         WHERE id = $1 AND claim_token = $2 AND status = 'Queued'
+         RETURNING claim_token",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<BigInt, _>(inserted_token)
+    .bind::<Double, _>(lease.as_secs_f64())
+    .get_result::<TokenOnly>(conn)
+    .optional()?
+    .map(|t| t.claim_token);
+    token.ok_or(StoreError::Refused(Refusal::Fenced(id)))
+}
+
+#[derive(QueryableByName)]
+struct TokenOnly {
+    #[diesel(sql_type = BigInt)]
+    claim_token: i64,
 }
 
 /// The webhook of each row in `ids` (None: deleted; rows that do not exist
@@ -382,10 +440,12 @@ pub fn record(
     let ids: Vec<i64> = outcomes.iter().map(|o| o.log_id).collect();
     let attempts: Vec<i32> = outcomes.iter().map(|o| o.attempt).collect();
     let tokens: Vec<i64> = outcomes.iter().map(|o| o.token).collect();
-    let statuses: Vec<DeliveryStatus> = outcomes.iter().map(|o| o.status).collect();
+    let statuses: Vec<DeliveryStatus> = outcomes.iter().map(|o| o.status.into()).collect();
+    // No setting allows a longer delay, and a longer one would overflow the
+    // timestamp.
     let retry_in: Vec<Option<f64>> = outcomes
         .iter()
-        .map(|o| o.retry_in.map(|d| d.as_secs_f64()))
+        .map(|o| o.retry_in.map(|d| d.min(MAX_DURATION).as_secs_f64()))
         .collect();
     let codes: Vec<Option<i32>> = outcomes.iter().map(|o| o.response_code).collect();
     let bodies: Vec<Option<&[u8]>> = outcomes
@@ -415,23 +475,21 @@ pub fn record(
 }
 
 /// The last resort for an outcome the database refused even on its own: the
-/// same status and fence, a retry delay within [`MAX_DURATION`], without the
-/// receiver's bytes and with a plain error, so the row still ends with its
-/// outcome recorded.
+/// same status, schedule and fence, without the receiver's bytes and with a
+/// plain error, so the row still ends with its outcome recorded.
 pub fn record_plain(
     conn: &mut PgConnection,
     outcome: &Outcome,
     worker: &str,
 ) -> Result<Vec<i64>, StoreError> {
     let plain = Outcome {
-        retry_in: outcome.retry_in.map(|d| d.min(MAX_DURATION)),
         response_body: None,
         error: Some(format!(
             "{} (the details of this outcome could not be stored)",
             match outcome.status {
-                DeliveryStatus::Delivered => "delivered",
-                DeliveryStatus::Failed => "failed",
-                DeliveryStatus::Exhausted | DeliveryStatus::Queued => "exhausted",
+                OutcomeStatus::Delivered => "delivered",
+                OutcomeStatus::Failed => "failed",
+                OutcomeStatus::Exhausted => "exhausted",
             }
         )),
         ..outcome.clone()

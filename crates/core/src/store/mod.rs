@@ -135,11 +135,14 @@ impl Store {
     }
 }
 
-/// Sorts a failed query by the state of its connection (DESIGN: never by the
-/// words of the message). A lost connection is [`StoreError::Unavailable`]
-/// and is not reused. Otherwise the connection is asked a trivial question:
-/// if it answers, the database refused this statement
-/// ([`StoreError::Rejected`]); if not, it is unavailable.
+/// Sorts a failed query by the state of its connection and the kind diesel
+/// reads from the SQLSTATE (DESIGN: never by the words of the message). A
+/// lost connection is [`StoreError::Unavailable`] and is not reused; so is a
+/// serialization failure or a read-only server. Otherwise the connection is
+/// asked a trivial question: if it answers, the database refused this
+/// statement ([`StoreError::Rejected`]: its data, or a passing conflict such
+/// as a deadlock or a statement timeout, which callers retry a few times
+/// before treating it as final); if not, it is unavailable.
 fn classify<T>(
     conn: &mut TrackedConnection,
     result: Result<T, StoreError>,
@@ -156,6 +159,12 @@ fn classify<T>(
     match error {
         E::DatabaseError(Kind::ClosedConnection, info) => {
             conn.broken = true;
+            Err(StoreError::Unavailable(info.message().to_string()))
+        }
+        // A conflict with a concurrent transaction, or a server that is (for
+        // now) a read-only standby after a failover: the same statement
+        // succeeds later.
+        E::DatabaseError(Kind::SerializationFailure | Kind::ReadOnlyTransaction, info) => {
             Err(StoreError::Unavailable(info.message().to_string()))
         }
         E::BrokenTransactionManager => {

@@ -1,0 +1,1 @@
+DROP CAST (text AS delivery_status);
