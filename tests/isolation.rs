@@ -175,8 +175,11 @@ async fn a_webhook_found_slow_keeps_only_the_slow_limit_of_slots() {
     }
     env.producer().emit_batch(batch).await.unwrap();
     let started = Instant::now();
+    // A fixed limit of 8 (as `--endpoint-concurrency 8` sets): alone, the
+    // webhook would otherwise get every slot.
     let worker = env.start_worker_tuned(16, |c| {
         c.endpoint_concurrency = 8;
+        c.endpoint_ceiling = 8;
         c.slow_endpoint_concurrency = 2;
     });
     // The first wave is not known to be slow yet: up to the limit of 8.

@@ -419,6 +419,7 @@ impl TestEnv {
             queues: queues.iter().map(|q| q.to_string()).collect(),
             concurrency,
             endpoint_concurrency: concurrency,
+            endpoint_ceiling: concurrency,
             slow_endpoint_concurrency: concurrency,
             fetch_batch: hookfleet_worker::DEFAULT_FETCH_BATCH.min(concurrency),
             schedule,

@@ -191,6 +191,7 @@ impl Fetcher {
                 }
             };
             if let Some(webhook) = webhook {
+                self.starter.limits.seen(webhook);
                 match self.starter.limits.try_take(webhook) {
                     Some(slot) => unit.hold_endpoint_slot(slot),
                     None => {

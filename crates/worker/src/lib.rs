@@ -65,9 +65,10 @@ pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
 /// A job that was held by this many workers that died is a poison job.
 pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
 
-/// The default per-webhook limit: a quarter of the worker's slots, so a
-/// webhook that starts hanging takes at most a quarter of them before it is
-/// found slow.
+/// The default per-webhook share while other webhooks are active: a quarter
+/// of the worker's slots, so a webhook that starts hanging takes at most a
+/// quarter of them before it is found slow. Alone, a webhook may use them all
+/// (see `limits`).
 pub fn default_endpoint_concurrency(concurrency: usize) -> usize {
     concurrency.div_ceil(4).max(1)
 }
@@ -84,9 +85,13 @@ pub struct WorkerConfig {
     pub queues: Vec<String>,
     /// Hard cap on jobs held (popped and not yet acked) at once.
     pub concurrency: usize,
-    /// Most requests in flight to one webhook, unless the webhook sets its
-    /// own `max_concurrency`.
+    /// Most requests in flight to one webhook while other webhooks are
+    /// active, unless the webhook sets its own `max_concurrency`.
     pub endpoint_concurrency: usize,
+    /// Most requests in flight to one webhook while it is the only one
+    /// active (`concurrency`, or `endpoint_concurrency` when the operator
+    /// set that explicitly).
+    pub endpoint_ceiling: usize,
     /// Most requests in flight to a slow webhook (see `limits`).
     pub slow_endpoint_concurrency: usize,
     pub fetch_batch: usize,
@@ -173,6 +178,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         held,
         limits: Arc::new(EndpointLimits::new(
             config.endpoint_concurrency,
+            config.endpoint_ceiling,
             config.slow_endpoint_concurrency,
         )),
         recorder: tx,

@@ -1,16 +1,22 @@
-//! Per-webhook concurrency limits. Two rules, both hard:
+//! Per-webhook concurrency limits. Three rules, all hard:
 //!
-//! - at most `limit` requests in flight to one webhook from this worker (the
-//!   webhook's `max_concurrency`, else `--endpoint-concurrency`);
+//! - at most `limit` requests in flight to one webhook from this worker: the
+//!   webhook's own `max_concurrency` if it sets one, else its **share**
+//!   (`--endpoint-concurrency`, by default a quarter of the worker's slots);
+//! - the share is work-conserving: a webhook whose jobs are the only ones
+//!   this worker has seen for [`ACTIVE_WINDOW`] (and nothing else is in
+//!   flight) may use up to the **ceiling** (every slot, unless
+//!   `--endpoint-concurrency` was set, which makes the share a ceiling too);
+//!   as soon as another webhook's job shows up, the share applies again;
 //! - a **slow** webhook (a request in flight for longer than [`SLOW_AFTER`],
 //!   or its last request took that long) gets at most `slow_limit` (the
 //!   smaller of its limit and `--slow-endpoint-concurrency`) until one of its
 //!   requests answers quickly again.
 //!
-//! So a webhook that hangs until its timeout holds a handful of slots, not a
-//! quarter of them, while a fast webhook may use its whole limit. Jobs of a
-//! webhook at its limit stay on the queue (see `fetch`); they never take a
-//! slot from anybody else.
+//! So a webhook alone uses the whole worker, one that hangs until its timeout
+//! holds a handful of slots, and a fast webhook beside others may use its
+//! share. Jobs of a webhook at its limit stay on the queue (see `fetch`);
+//! they never take a slot from anybody else.
 //!
 //! Limits are read from Postgres and re-read when the webhooks' config
 //! version changes (checked at most every [`REFRESH_EVERY`]). A lowered
@@ -28,6 +34,13 @@ use hookfleet_core::store::{webhooks, Store};
 /// effect within a second, for one tiny query a second.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
+/// A webhook whose job was taken this recently counts as active: while any
+/// other webhook is active, a webhook without its own limit gets its share,
+/// not the whole worker. A second covers a queue with a steady trickle of a
+/// second webhook's jobs, and lets a webhook left alone have every slot
+/// within a second.
+pub const ACTIVE_WINDOW: Duration = Duration::from_secs(1);
+
 /// A request in flight this long marks its webhook slow. Receivers that work
 /// answer in milliseconds; one that takes a second is in trouble, and waiting
 /// for its timeout (up to 60 s) to find out would let it take many slots.
@@ -40,9 +53,18 @@ struct Endpoint {
     in_flight: HashMap<u64, Option<Instant>>,
     /// The last request to finish took [`SLOW_AFTER`] or longer.
     slow: bool,
+    /// When a job of this webhook was last taken.
+    seen: Option<Instant>,
 }
 
 impl Endpoint {
+    fn is_active(&self, now: Instant) -> bool {
+        !self.in_flight.is_empty()
+            || self
+                .seen
+                .is_some_and(|t| now.duration_since(t) < ACTIVE_WINDOW)
+    }
+
     fn is_slow(&self, now: Instant) -> bool {
         self.slow
             || self
@@ -62,7 +84,10 @@ struct State {
 }
 
 pub struct EndpointLimits {
+    /// A webhook's share while others are active.
     default: usize,
+    /// A webhook's limit while it is the only one active.
+    ceiling: usize,
     slow_limit: usize,
     state: Arc<Mutex<State>>,
     released: Arc<Notify>,
@@ -109,11 +134,14 @@ impl Drop for EndpointSlot {
 }
 
 impl EndpointLimits {
-    /// `default`: requests in flight per webhook unless it sets its own;
-    /// `slow_limit`: requests in flight to a slow webhook.
-    pub fn new(default: usize, slow_limit: usize) -> EndpointLimits {
+    /// `default`: a webhook's share of requests in flight unless it sets its
+    /// own limit; `ceiling`: its limit while no other webhook is active
+    /// (equal to `default` for no work-conserving); `slow_limit`: requests in
+    /// flight to a slow webhook.
+    pub fn new(default: usize, ceiling: usize, slow_limit: usize) -> EndpointLimits {
         EndpointLimits {
             default: default.max(1),
+            ceiling: ceiling.max(default).max(1),
             slow_limit: slow_limit.max(1),
             state: Arc::new(Mutex::new(State {
                 version: -1,
@@ -154,13 +182,27 @@ impl EndpointLimits {
             .collect();
     }
 
-    /// How many more requests `webhook` may start now.
-    fn free(&self, state: &State, webhook: i64, now: Instant) -> usize {
-        let limit = state
-            .configured
-            .get(&webhook)
-            .copied()
-            .unwrap_or(self.default);
+    /// How many webhooks are active now.
+    fn active(state: &State, now: Instant) -> usize {
+        state
+            .endpoints
+            .values()
+            .filter(|e| e.is_active(now))
+            .count()
+    }
+
+    /// How many more requests `webhook` may start now, `active` webhooks
+    /// being active.
+    fn free(&self, state: &State, webhook: i64, now: Instant, active: usize) -> usize {
+        let alone = match state.endpoints.get(&webhook) {
+            Some(e) if e.is_active(now) => active <= 1,
+            _ => active == 0,
+        };
+        let limit = state.configured.get(&webhook).copied().unwrap_or(if alone {
+            self.ceiling
+        } else {
+            self.default
+        });
         match state.endpoints.get(&webhook) {
             None => limit,
             Some(e) => {
@@ -174,11 +216,19 @@ impl EndpointLimits {
         }
     }
 
+    /// Notes that a job of `webhook` was taken: it counts as active for
+    /// [`ACTIVE_WINDOW`].
+    pub fn seen(&self, webhook: i64) {
+        let mut state = self.state.lock().expect("limits lock");
+        state.endpoints.entry(webhook).or_default().seen = Some(Instant::now());
+    }
+
     /// A slot for `webhook`, or None when it is at its limit.
     pub fn try_take(&self, webhook: i64) -> Option<EndpointSlot> {
         let mut state = self.state.lock().expect("limits lock");
         let now = Instant::now();
-        if self.free(&state, webhook, now) == 0 {
+        let active = Self::active(&state, now);
+        if self.free(&state, webhook, now, active) == 0 {
             return None;
         }
         let slot = state.next_slot;
@@ -217,10 +267,11 @@ impl EndpointLimits {
     pub fn caps(&self, want: usize) -> Vec<(i64, usize)> {
         let state = self.state.lock().expect("limits lock");
         let now = Instant::now();
+        let active = Self::active(&state, now);
         state
             .endpoints
             .keys()
-            .map(|id| (*id, self.free(&state, *id, now)))
+            .map(|id| (*id, self.free(&state, *id, now, active)))
             .filter(|(_, free)| *free < want)
             .collect()
     }
@@ -246,7 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_webhook_gets_at_most_its_limit_and_others_are_unaffected() {
-        let limits = EndpointLimits::new(2, 1);
+        let limits = EndpointLimits::new(2, 2, 1);
         let a1 = limits.try_take(1).expect("first");
         let _a2 = limits.try_take(1).expect("second");
         assert!(limits.try_take(1).is_none(), "third is refused");
@@ -260,7 +311,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lowered_limit_admits_nothing_until_the_requests_above_it_finish() {
-        let limits = EndpointLimits::new(3, 3);
+        let limits = EndpointLimits::new(3, 3, 3);
         let held: Vec<_> = (0..3).map(|_| limits.try_take(7).unwrap()).collect();
         limits.set_limit(7, 1);
         assert!(limits.try_take(7).is_none());
@@ -272,7 +323,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_slow_webhook_gets_the_slow_limit_until_it_answers_quickly_again() {
-        let limits = EndpointLimits::new(8, 2);
+        let limits = EndpointLimits::new(8, 8, 2);
         let hanging: Vec<_> = (0..4).map(|_| limits.try_take(1).unwrap()).collect();
         hanging.iter().for_each(EndpointSlot::sending);
         assert_eq!(
@@ -302,8 +353,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_webhook_alone_may_use_every_slot_and_gets_its_share_once_another_is_active() {
+        let limits = EndpointLimits::new(2, 8, 1);
+        let alone: Vec<_> = (0..8)
+            .map(|_| limits.try_take(1).expect("alone: all 8"))
+            .collect();
+        assert!(limits.try_take(1).is_none(), "the ceiling holds");
+        limits.seen(2);
+        assert!(
+            limits.try_take(1).is_none(),
+            "another is active: back to its share"
+        );
+        let other = limits
+            .try_take(2)
+            .expect("the other webhook gets its share");
+        drop(alone);
+        let _a = limits.try_take(1).unwrap();
+        let _b = limits.try_take(1).unwrap();
+        assert!(
+            limits.try_take(1).is_none(),
+            "two, its share, while webhook 2 is active"
+        );
+        drop(other);
+        std::thread::sleep(ACTIVE_WINDOW + Duration::from_millis(10));
+        assert!(limits.try_take(1).is_some(), "alone again: past its share");
+    }
+
+    #[tokio::test]
     async fn time_spent_before_the_request_goes_out_does_not_make_a_webhook_slow() {
-        let limits = EndpointLimits::new(8, 2);
+        let limits = EndpointLimits::new(8, 8, 2);
         let claiming: Vec<_> = (0..4).map(|_| limits.try_take(1).unwrap()).collect();
         std::thread::sleep(SLOW_AFTER + Duration::from_millis(10));
         assert!(
@@ -316,7 +394,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_slot_freed_while_a_job_waits_for_one_wakes_it_at_once() {
-        let limits = Arc::new(EndpointLimits::new(1, 1));
+        let limits = Arc::new(EndpointLimits::new(1, 1, 1));
         let held = limits.try_take(5).unwrap();
         let waiter = {
             let limits = limits.clone();

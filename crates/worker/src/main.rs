@@ -34,8 +34,10 @@ struct Cli {
     )]
     queues: Vec<String>,
     /// Most requests in flight to one webhook, unless the webhook sets its own
-    /// --max-concurrency (default: a quarter of --concurrency, so a webhook
-    /// that hangs holds at most a quarter of the slots).
+    /// --max-concurrency. Default: a quarter of --concurrency while other
+    /// webhooks' jobs are in hand (so a webhook that starts hanging holds at
+    /// most a quarter of the slots), and every slot for a webhook alone. Set,
+    /// it is a fixed limit.
     #[arg(long, env = "HOOKFLEET_ENDPOINT_CONCURRENCY",
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
     endpoint_concurrency: Option<u64>,
@@ -115,6 +117,10 @@ async fn main() -> ExitCode {
             .endpoint_concurrency
             .map(|n| n as usize)
             .unwrap_or_else(|| hookfleet_worker::default_endpoint_concurrency(concurrency)),
+        endpoint_ceiling: cli
+            .endpoint_concurrency
+            .map(|n| n as usize)
+            .unwrap_or(concurrency),
         slow_endpoint_concurrency: cli
             .slow_endpoint_concurrency
             .map(|n| n as usize)

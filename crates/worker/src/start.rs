@@ -171,6 +171,9 @@ impl Starter {
                 j.webhook_id
                     .or_else(|| looked_up.get(&j.log_id).copied().flatten())
             });
+            if let (Some(w), true) = (webhook, unit.job().is_some_and(|j| j.webhook_id.is_none())) {
+                self.limits.seen(w);
+            }
             match webhook {
                 Some(w) if !unit.has_endpoint_slot() => match self.limits.try_take(w) {
                     Some(slot) => {
