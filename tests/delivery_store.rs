@@ -264,10 +264,17 @@ async fn a_renamed_webhooks_rows_are_listed_and_replayed_by_its_new_name() {
         record(&env, &outcome(&c, DeliveryStatus::Exhausted)).unwrap();
     }
     let current = env.store.run_sync(|c| webhooks::get(c, "orders")).unwrap();
-    let mut renamed = current.to_spec();
+    let mut renamed = current.to_spec().expect("spec");
     renamed.name = "orders-v2".into();
     env.store
-        .run_sync(|c| webhooks::update(c, "orders", &WebhookRow::from(&renamed)))
+        .run_sync(|c| {
+            webhooks::update(
+                c,
+                "orders",
+                &WebhookRow::from(&renamed),
+                webhooks::SecretChange::Keep,
+            )
+        })
         .unwrap();
 
     let list = |name: &str| {

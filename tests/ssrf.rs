@@ -193,8 +193,19 @@ async fn a_producer_whose_policy_refuses_loopback_records_internal_urls_exhauste
         s.dynamic_url = true;
         s
     };
+    // A host chosen by the document may only be one the webhook allows; an
+    // allowed internal host is still refused by the network policy.
+    let chosen = |name: &str, url: &str, allowed: String| {
+        let mut s = dynamic(name, url.into());
+        s.allowed_hosts = vec![allowed];
+        s
+    };
     let internal = [
-        dynamic("by-document", "http://{{ doc.host }}/hook".into()),
+        chosen(
+            "by-document",
+            "http://{{ doc.host }}/hook",
+            format!("127.0.0.1:{port}"),
+        ),
         dynamic(
             "literal",
             format!("http://127.0.0.1:{port}/{{{{ doc.name }}}}"),
@@ -207,7 +218,11 @@ async fn a_producer_whose_policy_refuses_loopback_records_internal_urls_exhauste
             "mapped",
             format!("http://[::ffff:127.0.0.1]:{port}/{{{{ doc.name }}}}"),
         ),
-        dynamic("metadata", "http://{{ doc.cloud }}/latest/meta-data".into()),
+        chosen(
+            "metadata",
+            "http://{{ doc.cloud }}/latest/meta-data",
+            "169.254.169.254".into(),
+        ),
         spec("static", ENTITY, "on_submit", &rx.url("/static")),
     ];
     for s in &internal {

@@ -442,8 +442,9 @@ fn webhook_add_show_list_update_toggle_and_delete_round_trip_every_field() {
         "request_structure": "json",
         "body_template": template,
         "fields": [],
-        "headers": [{"key": "X-Tenant", "value": "acme"}],
+        "headers": [{"key": "X-Tenant", "value": "[hidden]"}],
         "condition": "doc.grand_total > 100",
+        "allowed_hosts": [],
         "enabled": true,
         "signed": true,
         "secret_rotation_until": null,
@@ -460,6 +461,21 @@ fn webhook_add_show_list_update_toggle_and_delete_round_trip_every_field() {
     let listed = env.listed_webhooks();
     assert_eq!(listed.as_array().expect("list").len(), 1, "{listed}");
     assert_eq!(listed[0], shown, "list shows what show shows");
+    let revealed = env
+        .cli(&[
+            "webhook",
+            "show",
+            "orders",
+            "--json",
+            "--show-header-values",
+        ])
+        .ok("webhook show --show-header-values")
+        .json();
+    assert_eq!(
+        revealed["headers"],
+        json!([{"key": "X-Tenant", "value": "acme"}]),
+        "shown when asked for"
+    );
 
     // Update changes only the fields given.
     env.cli(&[

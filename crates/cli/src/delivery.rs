@@ -116,7 +116,7 @@ impl<'a> DeliveryView<'a> {
                 list.iter()
                     .map(|h| HeaderView {
                         key: h.key.clone(),
-                        value: display_header_value(&h.key, &h.value),
+                        value: display_header_value(&h.key, &h.value, false),
                     })
                     .collect(),
                 None,

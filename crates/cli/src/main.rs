@@ -65,10 +65,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Webhook secrets and header values at rest.
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Seal every stored secret and header value with the current key
+    /// (HOOKFLEET_SECRET_KEY), opening them with it or an old one
+    /// (HOOKFLEET_SECRET_KEY_OLD). Run after changing keys; then the old
+    /// ones may go.
+    Reencrypt {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
+    s.install_keyring(false)?;
     let store = Store::connect(&s.database_url, 1)?;
     match cli.command {
         Command::Migrate => {
@@ -89,6 +105,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dead(cmd) => {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
             dead::run(&queue, cmd).await?
+        }
+        Command::Secrets(SecretsCommand::Reencrypt { json }) => {
+            if !hookfleet_core::at_rest::keyring().seals() {
+                eprintln!("warning: no HOOKFLEET_SECRET_KEY: every value is stored unencrypted");
+            }
+            let done = store.run_sync(hookfleet_core::store::webhooks::reencrypt)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&done)?);
+            } else {
+                println!(
+                    "{} values of {} webhooks sealed with the current key; every other value already was",
+                    done.values, done.webhooks
+                );
+            }
         }
         Command::Stats { json } => {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;

@@ -14,6 +14,7 @@ use hookfleet_core::model::{
 use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::webhooks::SecretChange;
 use hookfleet_core::store::{webhooks, Store};
 use hookfleet_core::validate::validate;
 
@@ -37,15 +38,19 @@ pub enum WebhookCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one webhook.
+    /// Show one webhook (header values hidden unless --show-header-values).
     Show {
         name: String,
         #[arg(long)]
         json: bool,
+        /// Show the static headers' values (they may be credentials).
+        #[arg(long)]
+        show_header_values: bool,
     },
     /// Change a webhook: only the fields given change. A new secret starts a
-    /// rotation: the old one keeps signing (a second Standard Webhooks
-    /// signature) for 24 hours.
+    /// two-phase rotation: the old one keeps signing (a second Standard
+    /// Webhooks signature, and the Frappe header) until `rotate-finish` or
+    /// 24 hours.
     Update {
         name: String,
         #[command(flatten)]
@@ -56,9 +61,13 @@ pub enum WebhookCommand {
         /// Remove the condition (every event is delivered).
         #[arg(long, conflicts_with = "condition")]
         no_condition: bool,
-        /// Stop signing (removes the secret).
+        /// Stop signing (removes the secret, and the previous one of a
+        /// rotation).
         #[arg(long, conflicts_with_all = ["secret", "secret_file"])]
         no_secret: bool,
+        /// Remove every allowed host (before adding the --allowed-host ones).
+        #[arg(long)]
+        clear_allowed_hosts: bool,
         /// Go back to the worker's default per-webhook concurrency.
         #[arg(long, conflicts_with = "max_concurrency")]
         default_concurrency: bool,
@@ -75,6 +84,9 @@ pub enum WebhookCommand {
         #[arg(long, conflicts_with = "dynamic_url")]
         static_url: bool,
     },
+    /// Finish a secret rotation: the old secret stops signing and the
+    /// Frappe header moves to the new one.
+    RotateFinish { name: String },
     /// Enable a webhook.
     Enable { name: String },
     /// Disable a webhook: no new deliveries; pending ones become Exhausted
@@ -101,6 +113,10 @@ pub struct Definition {
     /// Render the URL as a Jinja template with `doc`.
     #[arg(long)]
     dynamic_url: bool,
+    /// A host (HOST or HOST:PORT) a dynamic URL may render to (repeatable;
+    /// default: the host written literally in the URL template).
+    #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
+    allowed_hosts: Vec<String>,
     /// HTTP method: POST, PUT, PATCH, DELETE or GET.
     #[arg(long)]
     method: Option<String>,
@@ -146,6 +162,17 @@ pub struct Definition {
     /// doctype and name, where missing fields render as null).
     #[arg(long, value_name = "FILE")]
     sample_doc: Option<String>,
+}
+
+/// Says, once, that what is about to be stored holds credentials that will
+/// not be sealed (no key is configured).
+fn warn_unsealed(spec: &WebhookSpec) {
+    let credentials = spec.secret.is_some() || !spec.headers.is_empty();
+    if credentials && !hookfleet_core::at_rest::keyring().seals() {
+        eprintln!(
+            "warning: no HOOKFLEET_SECRET_KEY: the secret and header values are stored unencrypted"
+        );
+    }
 }
 
 /// Splits `A:B` at the first colon.
@@ -211,6 +238,8 @@ impl Definition {
         }
         spec.fields.extend(parse_fields(&self.fields));
         spec.headers.extend(parse_headers(&self.headers));
+        spec.allowed_hosts
+            .extend(self.allowed_hosts.iter().map(|h| h.trim().to_string()));
         if let Some(v) = &self.condition {
             spec.condition = Some(v.clone());
         }
@@ -276,6 +305,7 @@ pub struct WebhookView<'a> {
     fields: Vec<FieldMapping>,
     headers: Vec<HeaderView>,
     condition: Option<&'a str>,
+    allowed_hosts: &'a [String],
     enabled: bool,
     signed: bool,
     secret_rotation_until: Option<chrono::DateTime<chrono::Utc>>,
@@ -288,8 +318,33 @@ pub struct WebhookView<'a> {
 }
 
 impl<'a> WebhookView<'a> {
-    pub fn new(w: &'a Webhook) -> WebhookView<'a> {
+    /// The view of `w`; header values are opened and shown only with
+    /// `reveal`.
+    pub fn new(w: &'a Webhook, reveal: bool) -> WebhookView<'a> {
         let now = chrono::Utc::now();
+        let headers: Vec<HeaderView> = if reveal {
+            match w.header_list() {
+                Ok(list) => list
+                    .into_iter()
+                    .map(|h| HeaderView {
+                        value: display_header_value(&h.key, &h.value, true),
+                        key: h.key,
+                    })
+                    .collect(),
+                Err(e) => vec![HeaderView {
+                    key: "(error)".into(),
+                    value: e.to_string(),
+                }],
+            }
+        } else {
+            w.header_names()
+                .into_iter()
+                .map(|key| HeaderView {
+                    value: display_header_value(&key, "", false),
+                    key,
+                })
+                .collect()
+        };
         WebhookView {
             name: &w.name,
             entity_type: &w.entity_type,
@@ -300,22 +355,12 @@ impl<'a> WebhookView<'a> {
             request_structure: &w.request_structure,
             body_template: w.body_template.as_deref(),
             fields: w.field_mappings(),
-            headers: w
-                .header_list()
-                .iter()
-                .map(|h| HeaderView {
-                    key: h.key.clone(),
-                    value: display_header_value(&h.key, &h.value),
-                })
-                .collect(),
+            headers,
             condition: w.condition.as_deref(),
+            allowed_hosts: &w.allowed_hosts,
             enabled: w.enabled,
             signed: w.secret.is_some(),
-            secret_rotation_until: w
-                .previous_secret
-                .as_ref()
-                .and(w.previous_secret_expires_at)
-                .filter(|t| *t > now),
+            secret_rotation_until: w.previous_secret_expires_at.filter(|_| w.rotating(now)),
             timeout: format_duration(w.timeout()),
             queue: &w.queue,
             max_retries: w.max_retries,
@@ -337,6 +382,14 @@ impl<'a> WebhookView<'a> {
             ("request_method", self.request_method.into()),
             ("request_structure", self.request_structure.into()),
             ("condition", opt(self.condition.map(str::to_string))),
+            (
+                "allowed_hosts",
+                if self.allowed_hosts.is_empty() {
+                    "-".into()
+                } else {
+                    self.allowed_hosts.join(", ")
+                },
+            ),
             ("enabled", self.enabled.to_string()),
             ("signed", self.signed.to_string()),
             (
@@ -354,8 +407,8 @@ impl<'a> WebhookView<'a> {
     }
 }
 
-fn print_one(w: &Webhook) {
-    let v = WebhookView::new(w);
+fn print_one(w: &Webhook, reveal: bool) {
+    let v = WebhookView::new(w, reveal);
     for (key, text) in v.lines() {
         println!("{key:<20} {}", table::clean(&text));
     }
@@ -399,6 +452,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             spec.enabled = !disabled;
             fields.apply(&mut spec)?;
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
+            warn_unsealed(&spec);
             let w = store.run_sync(|c| webhooks::insert(c, &WebhookRow::from(&spec)))?;
             println!(
                 "added webhook {} ({} {} → {}){}",
@@ -412,7 +466,8 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         WebhookCommand::List { json } => {
             let all = store.run_sync(webhooks::list)?;
             if json {
-                let views: Vec<WebhookView> = all.iter().map(WebhookView::new).collect();
+                let views: Vec<WebhookView> =
+                    all.iter().map(|w| WebhookView::new(w, false)).collect();
                 println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
                 let rows: Vec<Vec<String>> = all
@@ -447,12 +502,19 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 );
             }
         }
-        WebhookCommand::Show { name, json } => {
+        WebhookCommand::Show {
+            name,
+            json,
+            show_header_values,
+        } => {
             let w = store.run_sync(|c| webhooks::get(c, &name))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&WebhookView::new(&w))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&WebhookView::new(&w, show_header_values))?
+                );
             } else {
-                print_one(&w);
+                print_one(&w, show_header_values);
             }
         }
         WebhookCommand::Update {
@@ -466,9 +528,13 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             no_body_template,
             static_url,
             default_concurrency,
+            clear_allowed_hosts,
         } => {
             let current = store.run_sync(|c| webhooks::get(c, &name))?;
-            let mut spec = current.to_spec();
+            let mut spec = current.to_spec()?;
+            if clear_allowed_hosts {
+                spec.allowed_hosts.clear();
+            }
             if clear_headers {
                 spec.headers.clear();
             }
@@ -490,22 +556,42 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             if static_url {
                 spec.dynamic_url = false;
             }
+            let was = spec.secret.clone();
             fields.apply(&mut spec)?;
             if let Some(new_name) = rename {
                 spec.name = new_name;
             }
             validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
-            let w = store.run_sync(|c| webhooks::update(c, &name, &WebhookRow::from(&spec)))?;
-            let rotated =
-                current.secret.is_some() && w.secret.is_some() && current.secret != w.secret;
+            warn_unsealed(&spec);
+            let change = if no_secret {
+                SecretChange::Remove
+            } else {
+                match (&spec.secret, &was) {
+                    (Some(new), Some(old)) if new.expose() == old.expose() => SecretChange::Keep,
+                    (Some(new), _) => SecretChange::Set(new.clone()),
+                    (None, _) => SecretChange::Keep,
+                }
+            };
+            let starts_rotation = matches!(change, SecretChange::Set(_)) && was.is_some();
+            let w = store.run_sync(|c| {
+                webhooks::update(c, &name, &WebhookRow::from(&spec), change.clone())
+            })?;
             println!(
                 "updated webhook {}{}",
                 w.name,
-                if rotated {
-                    " (secret rotated: the previous one also signs for 24h)"
+                if starts_rotation && w.rotating(chrono::Utc::now()) {
+                    " (secret rotation open: the previous secret also signs, and signs the \
+                     Frappe header, until `webhook rotate-finish` or 24h)"
                 } else {
                     ""
                 }
+            );
+        }
+        WebhookCommand::RotateFinish { name } => {
+            let w = store.run_sync(|c| webhooks::rotate_finish(c, &name))?;
+            println!(
+                "finished the secret rotation of webhook {}: only the new secret signs",
+                w.name
             );
         }
         WebhookCommand::Enable { name } => {

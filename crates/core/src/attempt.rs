@@ -44,6 +44,10 @@ pub struct Claim {
     /// Why the stored request cannot be sent as it is (a malformed stored
     /// value): the attempt fails for good with this reason, without a request.
     pub defect: Option<String>,
+    /// Why the webhook's credentials cannot be opened (their key is not
+    /// configured): the attempt fails with this reason, without a request,
+    /// and is tried again on the schedule.
+    pub credentials_error: Option<String>,
 }
 
 /// What happened on the wire.

@@ -114,6 +114,9 @@ pub async fn send(
     if let Some(defect) = &claim.defect {
         return AttemptReport::unsendable(started_at, defect.clone());
     }
+    if let Some(reason) = &claim.credentials_error {
+        return failed(reason.clone());
+    }
     let url = match url::Url::parse(&claim.url) {
         Ok(u) => u,
         Err(e) => {

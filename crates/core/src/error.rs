@@ -89,6 +89,10 @@ pub enum Refusal {
     /// given up while the attempt was out.
     #[error("delivery {0} was taken over while its attempt was in flight; this attempt's outcome was not recorded")]
     Fenced(i64),
+    #[error("webhook {0:?} has no secret rotation open")]
+    NoRotation(String),
+    #[error("a stored value of webhook {0:?} cannot be opened: {1}")]
+    Unsealable(String, String),
 }
 
 impl StoreError {

@@ -13,6 +13,8 @@
 //!   time and memory the operating system enforces.
 //! - [`schedule`]: the retry schedule, the one place that knows retry delays.
 //! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
+//! - [`at_rest`]: signing secrets and header values sealed (AES-256-GCM) in
+//!   the database.
 //! - [`attempt`]: one attempt as data (claim, report, outcome) and how an
 //!   answer is judged.
 //! - [`deliver`]: one attempt on the wire (sign, send).
@@ -28,6 +30,7 @@
 //!   safe to print (the flags themselves are in `hookfleet-settings`).
 //! - [`error`]: the error types callers match on.
 
+pub mod at_rest;
 pub mod attempt;
 pub mod backoff;
 pub mod config;

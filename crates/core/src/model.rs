@@ -13,6 +13,7 @@ use diesel::prelude::*;
 use diesel::serialize::{self, IsNull, Output, ToSql};
 use serde::{Deserialize, Serialize};
 
+use crate::at_rest::{self, OpenError, Purpose};
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
 use crate::sign::{Secret, SigningKeys};
 
@@ -182,23 +183,14 @@ pub struct Header {
     pub value: String,
 }
 
-/// Header values that look like credentials are shown as `[hidden]` in
-/// command output: an API key is as secret as the signing secret.
-pub fn display_header_value(key: &str, value: &str) -> String {
-    let k = key.to_ascii_lowercase();
-    let sensitive = [
-        "auth",
-        "key",
-        "token",
-        "secret",
-        "password",
-        "cookie",
-        "signature",
-    ];
-    if sensitive.iter().any(|s| k.contains(s)) {
-        "[hidden]".into()
-    } else {
+/// How a static header value is shown: hidden, whatever its name (`X-Creds:
+/// hunter2` is as secret as `Authorization`), unless the operator asks to
+/// see it. `Content-Type`, which hookfleet itself sets from the body, shows.
+pub fn display_header_value(key: &str, value: &str, reveal: bool) -> String {
+    if reveal || key.eq_ignore_ascii_case("content-type") {
         value.to_string()
+    } else {
+        "[hidden]".into()
     }
 }
 
@@ -228,6 +220,9 @@ pub struct Webhook {
     pub max_concurrency: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Hosts (`host` or `host:port`) a dynamic URL may render to; empty:
+    /// the host written literally in the URL template.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl fmt::Debug for Webhook {
@@ -248,8 +243,27 @@ impl Webhook {
         serde_json::from_value(self.fields.clone()).unwrap_or_default()
     }
 
-    pub fn header_list(&self) -> Vec<Header> {
-        serde_json::from_value(self.headers.clone()).unwrap_or_default()
+    /// The static headers, their values opened (they are stored sealed when
+    /// a key is configured, see [`crate::at_rest`]).
+    pub fn header_list(&self) -> Result<Vec<Header>, HeaderError> {
+        let ring = at_rest::keyring();
+        let stored = parse_headers(&self.headers).map_err(HeaderError::Malformed)?;
+        stored
+            .into_iter()
+            .map(|h| {
+                let value = ring
+                    .open(&h.value, Purpose::HeaderValue)
+                    .map_err(|e| HeaderError::Sealed(h.key.clone(), e))?;
+                Ok(Header { key: h.key, value })
+            })
+            .collect()
+    }
+
+    /// The static headers' names (no value is opened).
+    pub fn header_names(&self) -> Vec<String> {
+        parse_headers(&self.headers)
+            .map(|hs| hs.into_iter().map(|h| h.key).collect())
+            .unwrap_or_default()
     }
 
     pub fn method(&self) -> Method {
@@ -264,22 +278,33 @@ impl Webhook {
         Duration::from_millis(self.timeout_ms.max(1) as u64)
     }
 
-    /// The secrets that sign now (the previous one only until it expires).
-    pub fn signing_keys(&self, now: DateTime<Utc>) -> SigningKeys {
-        let previous_active = self.previous_secret_expires_at.is_some_and(|t| t > now);
-        SigningKeys {
-            current: self.secret.clone().map(Secret::new),
-            previous: self
-                .previous_secret
-                .clone()
-                .filter(|_| previous_active)
-                .map(Secret::new),
-        }
+    /// Whether a secret rotation is open at `now`: the previous secret still
+    /// signs (and signs the Frappe header).
+    pub fn rotating(&self, now: DateTime<Utc>) -> bool {
+        self.previous_secret.is_some() && self.previous_secret_expires_at.is_some_and(|t| t > now)
     }
 
-    /// The definition this row was built from, for `webhook update`.
-    pub fn to_spec(&self) -> WebhookSpec {
-        WebhookSpec {
+    /// The secrets that sign now (the previous one only while the rotation
+    /// is open), opened.
+    pub fn signing_keys(&self, now: DateTime<Utc>) -> Result<SigningKeys, OpenError> {
+        open_signing_keys(
+            self.secret.as_deref(),
+            self.previous_secret
+                .as_deref()
+                .filter(|_| self.rotating(now)),
+        )
+    }
+
+    /// The definition this row was built from, for `webhook update` (the
+    /// secret and header values opened).
+    pub fn to_spec(&self) -> Result<WebhookSpec, HeaderError> {
+        let secret = self
+            .secret
+            .as_deref()
+            .map(|s| at_rest::keyring().open(s, Purpose::SigningSecret))
+            .transpose()
+            .map_err(HeaderError::Secret)?;
+        Ok(WebhookSpec {
             name: self.name.clone(),
             entity_type: self.entity_type.clone(),
             event: self.event.clone(),
@@ -289,16 +314,42 @@ impl Webhook {
             structure: self.structure(),
             body_template: self.body_template.clone(),
             fields: self.field_mappings(),
-            headers: self.header_list(),
+            headers: self.header_list()?,
             condition: self.condition.clone(),
             enabled: self.enabled,
-            secret: self.secret.clone().map(Secret::new),
+            secret: secret.map(Secret::new),
             timeout: self.timeout(),
             queue: self.queue.clone(),
             max_retries: self.max_retries,
             max_concurrency: self.max_concurrency,
-        }
+            allowed_hosts: self.allowed_hosts.clone(),
+        })
     }
+}
+
+/// Opens a webhook's stored signing secrets (current, and previous while a
+/// rotation is open).
+pub fn open_signing_keys(
+    current: Option<&str>,
+    previous: Option<&str>,
+) -> Result<SigningKeys, OpenError> {
+    let ring = at_rest::keyring();
+    let open = |s: &str| ring.open(s, Purpose::SigningSecret).map(Secret::new);
+    Ok(SigningKeys {
+        current: current.map(open).transpose()?,
+        previous: previous.map(open).transpose()?,
+    })
+}
+
+/// Why a webhook's stored headers or secret cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("the value of header {0:?} cannot be opened: {1}")]
+    Sealed(String, OpenError),
+    #[error("the signing secret cannot be opened: {0}")]
+    Secret(OpenError),
 }
 
 impl Webhook {
@@ -330,6 +381,7 @@ impl Webhook {
             max_concurrency: row.max_concurrency,
             created_at: now,
             updated_at: now,
+            allowed_hosts: row.allowed_hosts,
         }
     }
 }
@@ -361,6 +413,8 @@ pub struct WebhookSpec {
     pub queue: String,
     pub max_retries: i32,
     pub max_concurrency: Option<i32>,
+    /// Hosts a dynamic URL may render to (see [`Webhook::allowed_hosts`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl WebhookSpec {
@@ -386,11 +440,14 @@ impl WebhookSpec {
             queue: "default".into(),
             max_retries: DEFAULT_MAX_RETRIES,
             max_concurrency: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
 
-/// Column values for inserting or updating a webhook.
+/// Column values for inserting or updating a webhook: the secret and header
+/// values sealed (see [`crate::at_rest`]). An update leaves the secret to
+/// [`crate::store::webhooks::update`]'s rotation rules.
 #[derive(Insertable, AsChangeset)]
 #[diesel(table_name = webhooks, treat_none_as_null = true)]
 pub struct WebhookRow {
@@ -406,15 +463,26 @@ pub struct WebhookRow {
     pub headers: serde_json::Value,
     pub condition: Option<String>,
     pub enabled: bool,
+    #[diesel(skip_update)]
     pub secret: Option<String>,
     pub timeout_ms: i32,
     pub queue: String,
     pub max_retries: i32,
     pub max_concurrency: Option<i32>,
+    pub allowed_hosts: Vec<String>,
 }
 
 impl From<&WebhookSpec> for WebhookRow {
     fn from(s: &WebhookSpec) -> Self {
+        let ring = at_rest::keyring();
+        let sealed_headers: Vec<Header> = s
+            .headers
+            .iter()
+            .map(|h| Header {
+                key: h.key.clone(),
+                value: ring.seal(&h.value, Purpose::HeaderValue),
+            })
+            .collect();
         WebhookRow {
             name: s.name.clone(),
             entity_type: s.entity_type.clone(),
@@ -425,14 +493,18 @@ impl From<&WebhookSpec> for WebhookRow {
             request_structure: s.structure.as_str().into(),
             body_template: s.body_template.clone(),
             fields: serde_json::to_value(&s.fields).unwrap_or_default(),
-            headers: serde_json::to_value(&s.headers).unwrap_or_default(),
+            headers: serde_json::to_value(&sealed_headers).unwrap_or_default(),
             condition: s.condition.clone(),
             enabled: s.enabled,
-            secret: s.secret.as_ref().map(|x| x.expose().to_string()),
+            secret: s
+                .secret
+                .as_ref()
+                .map(|x| ring.seal(x.expose(), Purpose::SigningSecret)),
             timeout_ms: s.timeout.as_millis().min(i32::MAX as u128) as i32,
             queue: s.queue.clone(),
             max_retries: s.max_retries,
             max_concurrency: s.max_concurrency,
+            allowed_hosts: s.allowed_hosts.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::error::RenderError;
 use crate::model::{FieldMapping, Header, Structure, Webhook};
+
 use crate::sandbox;
 use crate::ssrf::NetworkPolicy;
 pub use crate::templates::{
@@ -36,7 +37,131 @@ pub struct RequestBuilder {
     /// a static URL).
     pub templates: Option<Arc<Templates>>,
     fields: Vec<FieldMapping>,
-    headers: Vec<Header>,
+    /// The body's Content-Type (a static header's, else the structure's),
+    /// or why the static headers cannot be read.
+    content_type: Result<String, RenderError>,
+    /// Where a dynamic URL may lead.
+    hosts: AllowedHosts,
+}
+
+/// The hosts a dynamic URL may render to (DESIGN: secrets and static headers
+/// are never sent elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedHosts {
+    /// A static URL: nothing rendered, nothing to pin.
+    Static,
+    /// `host` or `host:port` entries, compared without case.
+    These(Vec<String>),
+    /// The URL template renders its host and names no allowed host: refused
+    /// at add, Exhausted at emit.
+    Unpinned,
+}
+
+impl AllowedHosts {
+    /// The hosts `webhook`'s rendered URLs may have.
+    pub fn of(webhook: &Webhook) -> AllowedHosts {
+        if !webhook.dynamic_url {
+            return AllowedHosts::Static;
+        }
+        if !webhook.allowed_hosts.is_empty() {
+            return AllowedHosts::These(webhook.allowed_hosts.clone());
+        }
+        match literal_host(&webhook.request_url) {
+            Some(host) => AllowedHosts::These(vec![host]),
+            None => AllowedHosts::Unpinned,
+        }
+    }
+
+    /// Refuses a rendered URL whose host (and port) is not allowed. An
+    /// entry without a port allows the scheme's own port only.
+    pub fn check(&self, url: &url::Url) -> Result<(), RenderError> {
+        let host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        match self {
+            AllowedHosts::Static => Ok(()),
+            AllowedHosts::Unpinned => Err(RenderError::Url(
+                "the URL template renders its host and the webhook names no allowed host (--allowed-host)".into(),
+            )),
+            AllowedHosts::These(entries) => {
+                let allowed = entries.iter().filter_map(|e| parse_host_entry(e)).any(
+                    |(h, port)| {
+                        h == host
+                            && match port {
+                                None => url.port().is_none(),
+                                Some(p) => url.port_or_known_default() == Some(p),
+                            }
+                    },
+                );
+                if allowed {
+                    Ok(())
+                } else {
+                    Err(RenderError::Url(format!(
+                        "the URL renders to {}, which this webhook does not allow",
+                        match url.port() {
+                            Some(p) => format!("{host}:{p}"),
+                            None => host,
+                        }
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// Reads `host`, `host:port`, `[v6]` or `[v6]:port` (lower-cased host
+/// without brackets); None if it is none of these.
+pub fn parse_host_entry(entry: &str) -> Option<(String, Option<u16>)> {
+    let entry = entry.trim();
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (host, port)
+    } else {
+        match entry.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (entry, None),
+        }
+    };
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'))
+    {
+        return None;
+    }
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p > 0)?),
+        None => None,
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+/// The host (and port, if written) of a URL template whose authority is
+/// written literally, or None when the template renders it.
+pub fn literal_host(template: &str) -> Option<String> {
+    let rest = template.trim().split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty()
+        || authority.contains("{{")
+        || authority.contains("{%")
+        || authority.contains('@')
+    {
+        return None;
+    }
+    let scheme = template.trim().split_once("://")?.0.to_ascii_lowercase();
+    let url = url::Url::parse(&format!("{scheme}://{authority}/")).ok()?;
+    let host = url.host_str()?.to_ascii_lowercase();
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
 }
 
 fn check_size(body: &str) -> Result<(), RenderError> {
@@ -87,7 +212,16 @@ impl RequestBuilder {
         };
         RequestBuilder {
             fields: webhook.field_mappings(),
-            headers: webhook.header_list(),
+            content_type: webhook
+                .header_list()
+                .map(|hs| {
+                    hs.into_iter()
+                        .find(|h| h.key.eq_ignore_ascii_case("content-type"))
+                        .map(|h| h.value)
+                        .unwrap_or_else(|| webhook.structure().content_type().into())
+                })
+                .map_err(|e| RenderError::Template(e.to_string())),
+            hosts: AllowedHosts::of(&webhook),
             templates: (!templates.is_empty()).then(|| Arc::new(templates)),
             webhook,
         }
@@ -113,7 +247,8 @@ impl RequestBuilder {
             }
             _ => self.webhook.request_url.clone(),
         };
-        check_url(&url, policy)?;
+        let parsed = check_url(&url, policy)?;
+        self.hosts.check(&parsed)?;
         let structure = self.webhook.structure();
         let body = match structure {
             Structure::Json if self.webhook.body_template.is_some() => {
@@ -131,18 +266,12 @@ impl RequestBuilder {
             Structure::Form => form_selection(&self.fields, doc),
         };
         check_size(&body)?;
-        let mut headers = Vec::with_capacity(self.headers.len() + 1);
-        if !self
-            .headers
-            .iter()
-            .any(|h| h.key.eq_ignore_ascii_case("content-type"))
-        {
-            headers.push(Header {
-                key: "Content-Type".into(),
-                value: structure.content_type().into(),
-            });
-        }
-        headers.extend(self.headers.iter().cloned());
+        // Only the body's type is frozen on the row; the static headers
+        // (credentials among them) are read from the webhook at send time.
+        let headers = vec![Header {
+            key: "Content-Type".into(),
+            value: self.content_type.clone()?,
+        }];
         Ok(BuiltRequest {
             url,
             method: self.webhook.method().as_str().into(),
@@ -230,6 +359,11 @@ pub fn check_templates(
     policy: &NetworkPolicy,
 ) -> Result<(), RenderError> {
     let builder = RequestBuilder::new(webhook, true);
+    if builder.hosts == AllowedHosts::Unpinned {
+        return Err(RenderError::Url(
+            "the URL template renders its host: name the hosts it may reach with --allowed-host HOST[:PORT]".into(),
+        ));
+    }
     let Some(templates) = &builder.templates else {
         return Ok(());
     };
@@ -248,6 +382,8 @@ pub fn check_templates(
             ))
         })?;
     }
+    // The host is checked against the allowed ones at emit: on a sample
+    // document, one the document chooses renders as `null`.
     if let Some(url) = &rendered.url {
         check_url(url, policy)?;
     }

@@ -31,6 +31,7 @@ diesel::table! {
         max_concurrency -> Nullable<Int4>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        allowed_hosts -> Array<Text>,
     }
 }
 

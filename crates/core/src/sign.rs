@@ -102,7 +102,9 @@ pub fn standard_signature(secret: &Secret, id: &str, timestamp: i64, body: &[u8]
 }
 
 /// The secrets that sign a webhook's requests right now: the current one and,
-/// during a rotation, the previous one.
+/// while a rotation is open, the previous one. Standard Webhooks lists a
+/// signature by each; the Frappe header, which carries one, keeps the
+/// previous one (the one receivers know) until the rotation finishes.
 #[derive(Debug, Clone, Default)]
 pub struct SigningKeys {
     pub current: Option<Secret>,
@@ -122,7 +124,8 @@ pub fn signature_headers(
         (HEADER_TIMESTAMP, timestamp.to_string()),
     ];
     if let Some(current) = &keys.current {
-        headers.push((HEADER_FRAPPE_SIGNATURE, frappe_signature(current, body)));
+        let frappe = keys.previous.as_ref().unwrap_or(current);
+        headers.push((HEADER_FRAPPE_SIGNATURE, frappe_signature(frappe, body)));
         let mut sigs = vec![standard_signature(current, id, timestamp, body)];
         if let Some(previous) = &keys.previous {
             sigs.push(standard_signature(previous, id, timestamp, body));

@@ -7,121 +7,86 @@
 //! filtered (after `to_canonical()`, so `::ffff:127.0.0.1` is 127.0.0.1), and
 //! the HTTP client follows no redirects and ignores proxy settings.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, LazyLock};
+
+use ipnet::IpNet;
 
 use crate::error::ConfigError;
 
-/// An IP network in CIDR notation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
+/// Parses one network in CIDR notation (a bare address is its own /32 or
+/// /128); an IPv4-mapped IPv6 network is read as the IPv4 one.
+pub fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
+    let text = text.trim();
+    let bad = || {
+        ConfigError(format!(
+            "{text:?} is not a network (expected CIDR such as 10.0.0.0/8 or fd00::/8)"
+        ))
+    };
+    let net = match text.parse::<IpNet>() {
+        Ok(n) => n,
+        Err(_) => IpNet::from(text.parse::<IpAddr>().map_err(|_| bad())?),
+    };
+    Ok(match (net.addr().to_canonical(), net) {
+        (IpAddr::V4(v4), IpNet::V6(v6)) if v6.prefix_len() >= 96 => {
+            IpNet::new(IpAddr::V4(v4), v6.prefix_len() - 96).map_err(|_| bad())?
+        }
+        _ => net.trunc(),
+    })
 }
 
-impl Cidr {
-    pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let text = text.trim();
-        let bad = || {
-            ConfigError(format!(
-                "{text:?} is not a network (expected CIDR such as 10.0.0.0/8 or fd00::/8)"
-            ))
-        };
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (
-                a.parse::<IpAddr>().map_err(|_| bad())?,
-                Some(p.parse::<u8>().map_err(|_| bad())?),
-            ),
-            None => (text.parse::<IpAddr>().map_err(|_| bad())?, None),
-        };
-        let addr = addr.to_canonical();
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.unwrap_or(max);
-        if prefix > max {
-            return Err(bad());
-        }
-        Ok(Cidr {
-            network: addr,
-            prefix,
-        })
-    }
-
-    const fn v4(a: u8, b: u8, c: u8, d: u8, prefix: u8) -> Self {
-        Cidr {
-            network: IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
-            prefix,
-        }
-    }
-
-    const fn v6(segments: [u16; 8], prefix: u8) -> Self {
-        let [a, b, c, d, e, f, g, h] = segments;
-        Cidr {
-            network: IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h)),
-            prefix,
-        }
-    }
-
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.network, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = if self.prefix == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - self.prefix)
-                };
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = if self.prefix == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - self.prefix)
-                };
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
-    }
-}
-
-/// Addresses no webhook may reach unless allowed: everything that is not the
-/// public internet.
-const INTERNAL: &[Cidr] = &[
-    Cidr::v4(0, 0, 0, 0, 8),                         // "this network"
-    Cidr::v4(10, 0, 0, 0, 8),                        // private
-    Cidr::v4(100, 64, 0, 0, 10),                     // carrier-grade NAT
-    Cidr::v4(127, 0, 0, 0, 8),                       // loopback
-    Cidr::v4(169, 254, 0, 0, 16),                    // link-local, cloud metadata
-    Cidr::v4(172, 16, 0, 0, 12),                     // private
-    Cidr::v4(192, 0, 0, 0, 24),                      // IETF protocol assignments
-    Cidr::v4(192, 0, 2, 0, 24),                      // documentation
-    Cidr::v4(192, 168, 0, 0, 16),                    // private
-    Cidr::v4(198, 18, 0, 0, 15),                     // benchmarking
-    Cidr::v4(198, 51, 100, 0, 24),                   // documentation
-    Cidr::v4(203, 0, 113, 0, 24),                    // documentation
-    Cidr::v4(224, 0, 0, 0, 4),                       // multicast
-    Cidr::v4(240, 0, 0, 0, 4),                       // reserved, broadcast
-    Cidr::v6([0, 0, 0, 0, 0, 0, 0, 0], 128),         // unspecified
-    Cidr::v6([0, 0, 0, 0, 0, 0, 0, 1], 128),         // loopback
-    Cidr::v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96),  // NAT64: reaches IPv4 inside
-    Cidr::v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64),      // discard
-    Cidr::v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32), // documentation
-    Cidr::v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16),     // 6to4: embeds IPv4
-    Cidr::v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7),      // unique local
-    Cidr::v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),     // link-local
-    Cidr::v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8),      // multicast
+/// Addresses no webhook may reach unless allowed: everything that is not
+/// globally routable unicast (IANA's special-purpose registries, and the
+/// cloud providers' metadata endpoints).
+const INTERNAL: &[&str] = &[
+    "0.0.0.0/8",         // "this network"
+    "10.0.0.0/8",        // private
+    "100.64.0.0/10",     // carrier-grade NAT (and Alibaba's metadata)
+    "127.0.0.0/8",       // loopback
+    "168.63.129.16/32",  // Azure's host endpoint (wire server)
+    "169.254.0.0/16",    // link-local, cloud metadata
+    "172.16.0.0/12",     // private
+    "192.0.0.0/24",      // IETF protocol assignments
+    "192.0.2.0/24",      // documentation
+    "192.31.196.0/24",   // AS112
+    "192.52.193.0/24",   // AMT
+    "192.88.99.0/24",    // 6to4 relay anycast (deprecated)
+    "192.168.0.0/16",    // private
+    "192.175.48.0/24",   // AS112 direct delegation
+    "198.18.0.0/15",     // benchmarking
+    "198.51.100.0/24",   // documentation
+    "203.0.113.0/24",    // documentation
+    "224.0.0.0/4",       // multicast
+    "240.0.0.0/4",       // reserved, broadcast
+    "::/96",             // unspecified, loopback, IPv4-compatible (deprecated)
+    "::ffff:0:0/96",     // IPv4-mapped (checked as IPv4 first)
+    "::ffff:0:0:0/96",   // IPv4-translated
+    "64:ff9b::/96",      // NAT64: reaches IPv4 inside
+    "64:ff9b:1::/48",    // local-use NAT64
+    "100::/64",          // discard
+    "2001::/23",         // IETF protocol assignments (Teredo, ORCHID, …)
+    "2001:db8::/32",     // documentation
+    "2002::/16",         // 6to4: embeds IPv4
+    "2620:4f:8000::/48", // AS112
+    "3fff::/20",         // documentation
+    "5f00::/16",         // segment routing
+    "fc00::/7",          // unique local (and AWS's IPv6 metadata)
+    "fe80::/10",         // link-local
+    "fec0::/10",         // site-local (deprecated)
+    "ff00::/8",          // multicast
 ];
+
+static INTERNAL_NETS: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
+    INTERNAL
+        .iter()
+        .map(|n| n.parse().expect("the internal ranges are valid CIDRs"))
+        .collect()
+});
 
 /// Which destinations webhooks may reach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
-    allowed: Vec<Cidr>,
+    allowed: Vec<IpNet>,
 }
 
 impl NetworkPolicy {
@@ -131,7 +96,7 @@ impl NetworkPolicy {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(Cidr::parse)
+            .map(parse_network)
             .collect::<Result<_, _>>()?;
         Ok(NetworkPolicy { allowed })
     }
@@ -139,17 +104,20 @@ impl NetworkPolicy {
     /// Allows every address (for tests and trusted deployments only).
     pub fn allow_all() -> Self {
         NetworkPolicy {
-            allowed: vec![Cidr::v4(0, 0, 0, 0, 0), Cidr::v6([0; 8], 0)],
+            allowed: vec![
+                "0.0.0.0/0".parse().expect("valid"),
+                "::/0".parse().expect("valid"),
+            ],
         }
     }
 
     /// `Err` with a reason when `ip` may not be reached.
     pub fn check(&self, ip: IpAddr) -> Result<(), String> {
         let ip = ip.to_canonical();
-        if self.allowed.iter().any(|c| c.contains(ip)) {
+        if self.allowed.iter().any(|c| c.contains(&ip)) {
             return Ok(());
         }
-        if let Some(range) = INTERNAL.iter().find(|c| c.contains(ip)) {
+        if let Some(range) = INTERNAL_NETS.iter().find(|c| c.contains(&ip)) {
             return Err(format!(
                 "destination {ip} is an internal address ({range}); allow it with HOOKFLEET_ALLOWED_NETWORKS"
             ));
@@ -236,6 +204,14 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "64:ff9b::a00:1",
+            "::7f00:1",
+            "::a9fe:a9fe",
+            "::ffff:0:a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "fec0::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "168.63.129.16",
+            "fd00:ec2::254",
         ] {
             assert!(p.check(ip(bad)).is_err(), "{bad} should be refused");
         }
@@ -258,6 +234,18 @@ mod tests {
     fn bad_networks_are_refused() {
         assert!(NetworkPolicy::parse("10.0.0.0/33").is_err());
         assert!(NetworkPolicy::parse("intranet").is_err());
+    }
+
+    #[test]
+    fn a_mapped_network_is_read_as_ipv4() {
+        assert_eq!(
+            parse_network("::ffff:10.0.0.0/104").unwrap(),
+            "10.0.0.0/8".parse::<IpNet>().unwrap()
+        );
+        assert_eq!(
+            parse_network("10.1.2.3").unwrap(),
+            "10.1.2.3/32".parse::<IpNet>().unwrap()
+        );
     }
 
     #[test]

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::at_rest::SEALED_PREFIX;
 use crate::error::ValidationError;
 use crate::model::{Structure, Webhook, WebhookSpec};
-use crate::render::{check_templates, check_url};
+use crate::render::{check_templates, check_url, parse_host_entry};
 use crate::sign::{
     check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
@@ -28,11 +29,16 @@ pub const MAX_RETRIES_LIMIT: i32 = 50;
 /// concurrency is capped at 10,000.
 pub const MAX_ENDPOINT_CONCURRENCY: i32 = 10_000;
 
+/// The most hosts a dynamic URL may be allowed to reach: a webhook talks to
+/// a service, not to a list of them.
+pub const MAX_ALLOWED_HOSTS: usize = 32;
+
 /// Longest name, entity type, event or queue name accepted.
 pub const MAX_NAME_LEN: usize = 140;
 
-/// Headers hookfleet sets itself (signing, framing): a static header with one
-/// of these names would be overwritten or break the request.
+/// Headers hookfleet sets itself (signing, framing), and hop-by-hop headers
+/// that belong to one connection: a static header with one of these names
+/// would be overwritten, break the request or smuggle another one.
 const RESERVED_HEADERS: &[&str] = &[
     HEADER_ID,
     HEADER_TIMESTAMP,
@@ -42,7 +48,16 @@ const RESERVED_HEADERS: &[&str] = &[
     "host",
     "transfer-encoding",
     "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
 ];
+
+/// Header name prefixes that are hop-by-hop (`Proxy-Authorization`,
+/// `Proxy-Connection`, …).
+const RESERVED_HEADER_PREFIXES: &[&str] = &["proxy-"];
 
 fn refuse(msg: impl Into<String>) -> Result<(), ValidationError> {
     Err(ValidationError(msg.into()))
@@ -157,8 +172,14 @@ pub fn validate(
         if RESERVED_HEADERS
             .iter()
             .any(|r| r.eq_ignore_ascii_case(&lower))
+            || RESERVED_HEADER_PREFIXES
+                .iter()
+                .any(|p| lower.starts_with(p))
         {
-            return refuse(format!("the header {:?} is set by hookfleet itself", h.key));
+            return refuse(format!(
+                "the header {:?} is set by hookfleet itself or belongs to one connection",
+                h.key
+            ));
         }
         if !header_names.insert(lower) {
             return refuse(format!("the header {:?} is given twice", h.key));
@@ -167,6 +188,33 @@ pub fn validate(
 
     if let Some(secret) = &spec.secret {
         check_secret(secret.expose()).map_err(ValidationError)?;
+        if secret.expose().starts_with(SEALED_PREFIX) {
+            return refuse(format!(
+                "a secret may not begin with {SEALED_PREFIX:?} (it marks sealed values)"
+            ));
+        }
+    }
+    if spec
+        .headers
+        .iter()
+        .any(|h| h.value.starts_with(SEALED_PREFIX))
+    {
+        return refuse(format!(
+            "a header value may not begin with {SEALED_PREFIX:?} (it marks sealed values)"
+        ));
+    }
+    if spec.allowed_hosts.len() > MAX_ALLOWED_HOSTS {
+        return refuse(format!("at most {MAX_ALLOWED_HOSTS} allowed hosts"));
+    }
+    for h in &spec.allowed_hosts {
+        if parse_host_entry(h).is_none() {
+            return refuse(format!(
+                "allowed host {h:?} is not HOST or HOST:PORT (e.g. api.example.com or api.example.com:8443)"
+            ));
+        }
+    }
+    if !spec.allowed_hosts.is_empty() && !spec.dynamic_url {
+        return refuse("--allowed-host applies to a dynamic URL (--dynamic-url) only");
     }
     if spec.timeout.is_zero() {
         return refuse("the timeout must be more than 0");

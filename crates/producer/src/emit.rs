@@ -629,10 +629,18 @@ impl Producer {
             .run(move |c| deliveries::take_for_transition(c, log_id, inserted_token, lease))
             .await
             .map_err(Transition::NotSent)?;
-        let (headers, defect) = match parse_headers(&row.headers) {
+        let (frozen, defect) = match parse_headers(&row.headers) {
             Ok(h) => (h, None),
             Err(reason) => (Vec::new(), Some(reason)),
         };
+        // The webhook's static headers and secrets as they are now.
+        let now = Utc::now();
+        let (headers, keys, credentials_error) = deliveries::credentials(
+            frozen,
+            &hook.headers,
+            hook.secret.clone(),
+            hook.previous_secret.clone().filter(|_| hook.rotating(now)),
+        );
         let claim = Claim {
             log_id,
             attempt: 1,
@@ -646,9 +654,10 @@ impl Producer {
             headers,
             body: row.body.clone(),
             timeout: hook.timeout(),
-            keys: hook.signing_keys(Utc::now()),
+            keys,
             queue: row.queue.clone(),
             defect,
+            credentials_error,
         };
         let report = deliver::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);

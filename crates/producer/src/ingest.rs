@@ -2,6 +2,16 @@
 //! written in Rust. `POST /v1/events` takes one event, `POST /v1/events/batch`
 //! a JSON array emitted as one [`Batch`]; `GET /healthz` answers `ok`.
 //!
+//! Whoever can reach it can make hookfleet sign events with real secrets, so
+//! it is locked down: it refuses to start on a non-loopback address without
+//! a non-empty token; a caller gets [`HEADER_READ_TIMEOUT`] to send its
+//! headers and [`BODY_READ_TIMEOUT`] its body; at most [`MAX_CONNECTIONS`]
+//! connections are served (more wait in the kernel's backlog); at most
+//! [`BATCHES_IN_PROGRESS`] batches are read and parsed at once, and a batch
+//! is split into raw events (sized) before any is parsed, so memory per
+//! request stays near its size; callers get generic errors, the details go
+//! to the log.
+//!
 //! Status codes: 202 recorded (and queued, or to be swept); 400 the event is
 //! refused; 401 a token is configured and was not given; 413 too large;
 //! 422 a workflow_transition request could not be built (recorded Exhausted);
@@ -13,13 +23,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::Semaphore;
 
 use crate::emit::{Batch, EmitError, Event, Producer, MAX_DOCUMENT_BYTES};
 
@@ -29,9 +43,38 @@ pub const MAX_BATCH_EVENTS: usize = 1000;
 /// Bytes per batch request.
 pub const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
+/// How long a caller has to send a request's headers: a client on a slow
+/// link needs milliseconds; one that trickles them is holding a connection.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a caller has to send a request's body: 32 MiB at 1 MiB/s, the
+/// largest batch on a slow link.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections served at once; more wait in the kernel's backlog. Callers
+/// are applications with a connection pool each, not browsers.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// Batches read and parsed at once: each holds up to 32 MiB and its events
+/// parsed, so this bounds the ingest's memory, while single events (4 MiB at
+/// most) are not held back.
+pub const BATCHES_IN_PROGRESS: usize = 2;
+
 struct Ingest {
     producer: Arc<Producer>,
     token: Option<String>,
+    batches: Semaphore,
+}
+
+/// Why the ingest will not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("refusing to serve on {0} without a token: anyone who can reach it could make hookfleet sign events; set --token (HOOKFLEET_INGEST_TOKEN) or listen on a loopback address")]
+    NoToken(SocketAddr),
+    #[error("the token is empty; give a real one (or none, on a loopback address)")]
+    EmptyToken,
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -53,6 +96,36 @@ fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     same(given.as_bytes(), token.as_bytes())
+}
+
+/// Reads a request body of at most `limit` bytes within
+/// [`BODY_READ_TIMEOUT`].
+async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Response> {
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body is over {limit} bytes"),
+                )
+            } else {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+            })
+        }
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
 }
 
 fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
@@ -123,7 +196,11 @@ async fn require_token(
     next.run(request).await
 }
 
-async fn one(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Response {
+async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    let body = match read_body(request.into_body(), MAX_DOCUMENT_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let event: Event = match serde_json::from_slice(&body) {
         Ok(e) => e,
         Err(e) => {
@@ -136,8 +213,18 @@ async fn one(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Resp
     respond(ingest.producer.emit(event).await)
 }
 
-async fn many(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Response {
-    let events: Vec<serde_json::Value> = match serde_json::from_slice(&body) {
+async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    // Waiting here leaves the body in the socket, not in memory.
+    let Ok(_permit) = ingest.batches.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
+    };
+    let body = match read_body(request.into_body(), MAX_BATCH_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    // Raw slices of the body first: sized and counted before any event is
+    // parsed into values.
+    let raw: Vec<&RawValue> = match serde_json::from_slice(&body) {
         Ok(e) => e,
         Err(e) => {
             return error(
@@ -146,43 +233,43 @@ async fn many(State(ingest): State<Arc<Ingest>>, body: axum::body::Bytes) -> Res
             )
         }
     };
-    if events.len() > MAX_BATCH_EVENTS {
+    if raw.len() > MAX_BATCH_EVENTS {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "{} events in one batch; at most {MAX_BATCH_EVENTS}",
-                events.len()
+                raw.len()
             ),
         );
     }
+    if let Some(i) = raw.iter().position(|r| r.get().len() > MAX_DOCUMENT_BYTES) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("event {i} is over {MAX_DOCUMENT_BYTES} bytes"),
+        );
+    }
     let mut batch = Batch::new();
-    for (i, raw) in events.into_iter().enumerate() {
-        if raw.to_string().len() > MAX_DOCUMENT_BYTES {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("event {i} is over {MAX_DOCUMENT_BYTES} bytes"),
-            );
-        }
-        match serde_json::from_value::<Event>(raw) {
+    for (i, r) in raw.iter().enumerate() {
+        match serde_json::from_str::<Event>(r.get()) {
             Ok(e) => batch.push(e),
             Err(e) => return error(StatusCode::BAD_REQUEST, format!("event {i}: {e}")),
         }
     }
+    drop(raw);
+    drop(body);
     respond(ingest.producer.emit_batch(batch).await)
 }
 
 /// The ingest's routes.
 pub fn router(producer: Arc<Producer>, token: Option<String>) -> Router {
-    let ingest = Arc::new(Ingest { producer, token });
+    let ingest = Arc::new(Ingest {
+        producer,
+        token,
+        batches: Semaphore::new(BATCHES_IN_PROGRESS),
+    });
     Router::new()
-        .route(
-            "/v1/events",
-            post(one).layer(DefaultBodyLimit::max(MAX_DOCUMENT_BYTES)),
-        )
-        .route(
-            "/v1/events/batch",
-            post(many).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)),
-        )
+        .route("/v1/events", post(one))
+        .route("/v1/events/batch", post(many))
         .route_layer(axum::middleware::from_fn_with_state(
             ingest.clone(),
             require_token,
@@ -191,16 +278,68 @@ pub fn router(producer: Arc<Producer>, token: Option<String>) -> Router {
         .with_state(ingest)
 }
 
-/// Serves until `shutdown` resolves.
+/// Checks the address and token before anything listens.
+pub fn check_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
+    match token {
+        Some(t) if t.trim().is_empty() => Err(ServeError::EmptyToken),
+        None if !listen.ip().is_loopback() => Err(ServeError::NoToken(listen)),
+        _ => Ok(()),
+    }
+}
+
+/// Serves until `shutdown` resolves, then lets requests in progress finish.
 pub async fn serve(
     listen: SocketAddr,
     producer: Arc<Producer>,
     token: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    tracing::info!(addr = %listener.local_addr()?, "ingest listening");
-    axum::serve(listener, router(producer, token))
-        .with_graceful_shutdown(shutdown)
+) -> Result<(), ServeError> {
+    check_exposure(listen, token.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
+        .map_err(|e| ServeError::Listen(listen, e))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| ServeError::Listen(listen, e))?;
+    tracing::info!(addr = %local, authenticated = token.is_some(), "ingest listening");
+    let app = router(producer, token);
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, say: wait, do not spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let watched = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = watched.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

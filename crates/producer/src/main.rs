@@ -53,6 +53,7 @@ enum Command {
         )]
         listen: SocketAddr,
         /// Bearer token callers must present (Authorization: Bearer ...).
+        /// Required on any address but loopback; never empty.
         #[arg(long, env = "HOOKFLEET_INGEST_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
@@ -223,6 +224,7 @@ async fn emit_file(
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = cli.settings;
     init_tracing(&settings.log_format);
+    settings.install_keyring(true)?;
     let store = Store::connect(&settings.database_url, POOL_SIZE)?;
     let queue = RedisQueue::connect(&settings.redis_url, &settings.redis_prefix)?;
     let producer = Producer::new(

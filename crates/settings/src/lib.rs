@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use hookfleet_core::at_rest::{self, Keyring};
 use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
+use hookfleet_core::error::ConfigError;
 use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
 
@@ -54,6 +56,69 @@ pub struct Settings {
     /// Log format: text or json (RUST_LOG sets the level; default info).
     #[arg(long, env = "HOOKFLEET_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+
+    /// Key sealing webhook secrets and header values at rest: 32 random
+    /// bytes, base64 (`openssl rand -base64 32`). Prefer the _FILE form:
+    /// environments and command lines are readable by others.
+    #[arg(long, env = "HOOKFLEET_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+
+    /// A file holding the key (when HOOKFLEET_SECRET_KEY is not set).
+    #[arg(long, env = "HOOKFLEET_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<std::path::PathBuf>,
+
+    /// Older keys, comma-separated: values sealed with them still open
+    /// (`hookfleet secrets reencrypt` moves them to the current key).
+    #[arg(
+        long,
+        env = "HOOKFLEET_SECRET_KEY_OLD",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub secret_key_old: Vec<String>,
+}
+
+impl Settings {
+    /// The keyring these settings describe (never logged: keys print as
+    /// their ids only).
+    pub fn keyring(&self) -> Result<Keyring, ConfigError> {
+        let current = match (&self.secret_key, &self.secret_key_file) {
+            (Some(k), _) if !k.trim().is_empty() => Some(k.trim().to_string()),
+            (_, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| {
+                        ConfigError(format!(
+                            "cannot read the secret key file {}: {e}",
+                            path.display()
+                        ))
+                    })?
+                    .trim()
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        let old: Vec<&str> = self
+            .secret_key_old
+            .iter()
+            .map(|k| k.trim())
+            .filter(|k| !k.is_empty())
+            .collect();
+        Keyring::new(current.as_deref(), &old)
+    }
+
+    /// Installs the keyring for this process; a long-running binary calls it
+    /// at start with `warn` and says once if values will be stored as they
+    /// are.
+    pub fn install_keyring(&self, warn: bool) -> Result<(), ConfigError> {
+        let ring = self.keyring()?;
+        if warn && !ring.seals() {
+            tracing::warn!(
+                "no HOOKFLEET_SECRET_KEY: webhook secrets and header values are stored unencrypted"
+            );
+        }
+        at_rest::install(ring);
+        Ok(())
+    }
 }
 
 /// Starts `tracing` output on stderr, as text or one JSON object per line.

@@ -28,13 +28,17 @@ use diesel::sql_types::{
 use diesel::PgConnection;
 use serde::Serialize;
 
+use crate::at_rest::{self, Purpose};
 use crate::attempt::{Claim, Outcome, OutcomeStatus};
 use crate::config::MAX_DURATION;
 use crate::error::{Refusal, StoreError};
-use crate::model::{parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
+use crate::model::{
+    open_signing_keys, parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, Header,
+    NewDelivery,
+};
 use crate::queue::Enqueue;
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
-use crate::sign::{Secret, SigningKeys};
+use crate::sign::SigningKeys;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
 /// Postgres's 65,535-parameter limit.
@@ -162,6 +166,9 @@ struct ClaimRow {
     secret: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
     previous_secret: Option<String>,
+    /// The webhook's static headers, values sealed.
+    #[diesel(sql_type = Jsonb)]
+    static_headers: serde_json::Value,
 }
 
 /// The claim. A row is claimable when it is not terminal, not leased, due (a
@@ -187,7 +194,8 @@ WHERE l.id = ANY($1)
   AND l.attempts < l.max_attempts
 RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.claim_token, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
-          CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret";
+          CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
+          w.headers AS static_headers";
 
 /// Rows that are due but may not be sent: the webhook is gone or disabled, or
 /// the attempts ran out (the last one interrupted before its outcome was
@@ -266,10 +274,12 @@ pub fn claim(
     batch.claimed = rows
         .into_iter()
         .map(|r| {
-            let (headers, defect) = match parse_headers(&r.headers) {
+            let (frozen, defect) = match parse_headers(&r.headers) {
                 Ok(h) => (h, None),
                 Err(reason) => (Vec::new(), Some(reason)),
             };
+            let (headers, keys, credentials_error) =
+                credentials(frozen, &r.static_headers, r.secret, r.previous_secret);
             Claim {
                 log_id: r.id,
                 webhook_id: r.webhook_id,
@@ -283,12 +293,10 @@ pub fn claim(
                 headers,
                 body: r.body,
                 timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
-                keys: SigningKeys {
-                    current: r.secret.map(Secret::new),
-                    previous: r.previous_secret.map(Secret::new),
-                },
+                keys,
                 queue: r.queue,
                 defect,
+                credentials_error,
             }
         })
         .collect();
@@ -384,6 +392,46 @@ pub fn webhooks_of(
         .filter(webhook_request_logs::id.eq_any(ids))
         .select((webhook_request_logs::id, webhook_request_logs::webhook_id))
         .load(conn)?)
+}
+
+/// The headers and signing keys an attempt sends: the row's frozen headers
+/// (its body's Content-Type) with the webhook's static headers as they are
+/// now, opened, over them; and the webhook's secrets, opened. A value that
+/// cannot be opened (its key is not configured) is the attempt's error: it
+/// is tried again later, not sent without its credentials.
+pub fn credentials(
+    frozen: Vec<Header>,
+    static_headers: &serde_json::Value,
+    secret: Option<String>,
+    previous_secret: Option<String>,
+) -> (Vec<Header>, SigningKeys, Option<String>) {
+    let ring = at_rest::keyring();
+    let mut error = None;
+    let mut statics = Vec::new();
+    for h in parse_headers(static_headers).unwrap_or_default() {
+        match ring.open(&h.value, Purpose::HeaderValue) {
+            Ok(value) => statics.push(Header { key: h.key, value }),
+            Err(e) => {
+                error.get_or_insert(format!(
+                    "the value of header {:?} cannot be opened: {e}",
+                    h.key
+                ));
+            }
+        }
+    }
+    let mut headers: Vec<Header> = frozen
+        .into_iter()
+        .filter(|f| !statics.iter().any(|s| s.key.eq_ignore_ascii_case(&f.key)))
+        .collect();
+    headers.extend(statics);
+    let keys = match open_signing_keys(secret.as_deref(), previous_secret.as_deref()) {
+        Ok(k) => k,
+        Err(e) => {
+            error.get_or_insert(format!("the signing secret cannot be opened: {e}"));
+            SigningKeys::default()
+        }
+    };
+    (headers, keys, error)
 }
 
 fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {

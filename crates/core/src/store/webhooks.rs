@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::PgConnection;
 
+use crate::at_rest::{self, Purpose};
 use crate::error::{Refusal, StoreError};
 use crate::model::{Webhook, WebhookRow};
 use crate::schema::{webhook_config_version, webhooks};
+use crate::sign::Secret;
 
 /// How long a replaced secret keeps signing (as a second Standard Webhooks
 /// signature) so receivers can roll over without dropping requests: a day
@@ -54,12 +56,27 @@ pub fn list(conn: &mut PgConnection) -> Result<Vec<Webhook>, StoreError> {
         .load(conn)?)
 }
 
-/// Replaces a webhook's definition. A changed secret starts a rotation: the
-/// old one keeps signing for [`SECRET_ROTATION_OVERLAP`].
+/// What `update` does to a webhook's signing secret.
+#[derive(Debug, Clone)]
+pub enum SecretChange {
+    /// Leave it (and any rotation) as it is.
+    Keep,
+    /// Sign with this one. Replacing another starts a two-phase rotation:
+    /// the old one keeps signing (a second Standard Webhooks signature, and
+    /// the Frappe header, which carries one) until `rotate-finish` or
+    /// [`SECRET_ROTATION_OVERLAP`]. During a rotation the old one stays the
+    /// one that receivers already know.
+    Set(Secret),
+    /// Stop signing: no secret, no rotation.
+    Remove,
+}
+
+/// Replaces a webhook's definition, and changes its secret as `secret` says.
 pub fn update(
     conn: &mut PgConnection,
     name: &str,
     row: &WebhookRow,
+    secret: SecretChange,
 ) -> Result<Webhook, StoreError> {
     conn.transaction(|conn| {
         let current: Webhook = webhooks::table
@@ -69,23 +86,139 @@ pub fn update(
             .first(conn)
             .optional()?
             .ok_or_else(|| not_found(name))?;
-        let updated: Webhook = diesel::update(webhooks::table.find(current.id))
+        diesel::update(webhooks::table.find(current.id))
             .set((row, webhooks::updated_at.eq(Utc::now())))
-            .returning(Webhook::as_returning())
-            .get_result(conn)
+            .execute(conn)
             .map_err(|e| map_unique(e, &row.name))?;
-        if current.secret.is_some() && current.secret != row.secret {
-            let until = Utc::now()
-                + chrono::Duration::from_std(SECRET_ROTATION_OVERLAP).unwrap_or_default();
-            diesel::update(webhooks::table.find(current.id))
-                .set((
-                    webhooks::previous_secret.eq(&current.secret),
-                    webhooks::previous_secret_expires_at.eq(until),
-                ))
-                .execute(conn)?;
+        let ring = at_rest::keyring();
+        let now = Utc::now();
+        match secret {
+            SecretChange::Keep => {}
+            SecretChange::Remove => {
+                diesel::update(webhooks::table.find(current.id))
+                    .set((
+                        webhooks::secret.eq(None::<String>),
+                        webhooks::previous_secret.eq(None::<String>),
+                        webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
+                    ))
+                    .execute(conn)?;
+            }
+            SecretChange::Set(new) => {
+                let unchanged = match &current.secret {
+                    Some(stored) => ring
+                        .open(stored, Purpose::SigningSecret)
+                        .is_ok_and(|old| old == new.expose()),
+                    None => false,
+                };
+                if !unchanged {
+                    let sealed = ring.seal(new.expose(), Purpose::SigningSecret);
+                    if current.secret.is_some() && !current.rotating(now) {
+                        let until = now
+                            + chrono::Duration::from_std(SECRET_ROTATION_OVERLAP)
+                                .unwrap_or_default();
+                        diesel::update(webhooks::table.find(current.id))
+                            .set((
+                                webhooks::secret.eq(Some(sealed)),
+                                webhooks::previous_secret.eq(&current.secret),
+                                webhooks::previous_secret_expires_at.eq(Some(until)),
+                            ))
+                            .execute(conn)?;
+                    } else {
+                        diesel::update(webhooks::table.find(current.id))
+                            .set(webhooks::secret.eq(Some(sealed)))
+                            .execute(conn)?;
+                    }
+                }
+            }
         }
-        Ok(updated)
+        Ok(webhooks::table
+            .find(current.id)
+            .select(Webhook::as_select())
+            .first(conn)?)
     })
+}
+
+/// Ends an open rotation: the old secret stops signing and the Frappe header
+/// moves to the new one.
+pub fn rotate_finish(conn: &mut PgConnection, name: &str) -> Result<Webhook, StoreError> {
+    let current = get(conn, name)?;
+    if !current.rotating(Utc::now()) {
+        return Err(StoreError::Refused(Refusal::NoRotation(name.to_string())));
+    }
+    Ok(diesel::update(webhooks::table.find(current.id))
+        .set((
+            webhooks::previous_secret.eq(None::<String>),
+            webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
+            webhooks::updated_at.eq(Utc::now()),
+        ))
+        .returning(Webhook::as_returning())
+        .get_result(conn)?)
+}
+
+/// What `secrets reencrypt` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Reencrypted {
+    pub webhooks: usize,
+    /// Secrets and header values sealed again with the current key.
+    pub values: usize,
+}
+
+/// Seals every stored secret and header value with the current key (or,
+/// with no key, stores them as they are), one webhook per transaction.
+pub fn reencrypt(conn: &mut PgConnection) -> Result<Reencrypted, StoreError> {
+    let ring = at_rest::keyring();
+    let ids: Vec<i64> = webhooks::table
+        .select(webhooks::id)
+        .order(webhooks::id)
+        .load(conn)?;
+    let mut done = Reencrypted::default();
+    for id in ids {
+        let changed = conn.transaction(|conn| {
+            let w: Webhook = webhooks::table
+                .find(id)
+                .select(Webhook::as_select())
+                .for_update()
+                .first(conn)?;
+            let mut changed = 0;
+            let mut reseal = |stored: &Option<String>,
+                              purpose|
+             -> Result<Option<String>, StoreError> {
+                match stored {
+                    Some(s) if !ring.is_current(s) => {
+                        changed += 1;
+                        let plain = ring.open(s, purpose).map_err(|e| {
+                            StoreError::Refused(Refusal::Unsealable(w.name.clone(), e.to_string()))
+                        })?;
+                        Ok(Some(ring.seal(&plain, purpose)))
+                    }
+                    other => Ok(other.clone()),
+                }
+            };
+            let secret = reseal(&w.secret, Purpose::SigningSecret)?;
+            let previous = reseal(&w.previous_secret, Purpose::SigningSecret)?;
+            let mut headers = crate::model::parse_headers(&w.headers).unwrap_or_default();
+            for h in &mut headers {
+                if let Some(v) = reseal(&Some(h.value.clone()), Purpose::HeaderValue)? {
+                    h.value = v;
+                }
+            }
+            if changed > 0 {
+                diesel::update(webhooks::table.find(id))
+                    .set((
+                        webhooks::secret.eq(secret),
+                        webhooks::previous_secret.eq(previous),
+                        webhooks::headers.eq(serde_json::to_value(&headers).unwrap_or_default()),
+                    ))
+                    .execute(conn)?;
+            }
+            Ok::<usize, StoreError>(changed)
+        })?;
+        if changed > 0 {
+            done.webhooks += 1;
+            done.values += changed;
+        }
+    }
+    Ok(done)
 }
 
 pub fn set_enabled(
