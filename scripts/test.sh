@@ -24,6 +24,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Signatures are also judged by the official Standard Webhooks library, as
+# receivers use it (a virtual environment of the test run's own).
+venv="$HOME/.cache/hookfleet/test-venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q standardwebhooks
+fi
+export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
+
 # The end-to-end tests run the real binaries: build them first.
 cargo build --bins --quiet
 if cargo nextest --version >/dev/null 2>&1; then

@@ -211,7 +211,7 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_outcome_of_a_batch_is_written_exactly_once(cases in proptest::collection::vec(case(), 1..40)) {

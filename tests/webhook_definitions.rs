@@ -209,6 +209,43 @@ fn webhook_add_refuses_the_cloud_metadata_address() {
 }
 
 #[test]
+fn webhook_add_refuses_every_address_that_is_not_globally_routable() {
+    for (url, address) in [
+        ("http://[::7f00:1]/", "::7f00:1"), // IPv4-compatible loopback
+        ("http://[::a9fe:a9fe]/", "::a9fe:a9fe"), // IPv4-compatible metadata
+        ("http://[64:ff9b:1::a9fe:a9fe]/", "64:ff9b:1"), // local-use NAT64
+        ("http://[fec0::1]/", "fec0::1"),   // site-local
+        (
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "2001:0:4136",
+        ), // Teredo
+        ("http://168.63.129.16/", "168.63.129.16"), // Azure's wire server
+        ("http://[fd00:ec2::254]/", "fd00:ec2::254"), // AWS's IPv6 metadata
+    ] {
+        assert_add_refused(&["--url", url], &[address, "internal"]);
+    }
+}
+
+#[test]
+fn webhook_add_refuses_hop_by_hop_headers() {
+    for header in [
+        "Upgrade: h2c",
+        "Keep-Alive: timeout=5",
+        "TE: trailers",
+        "Trailer: X-Checksum",
+        "Expect: 100-continue",
+        "Proxy-Authorization: Basic eA==",
+        "Proxy-Connection: keep-alive",
+    ] {
+        let name = header.split(':').next().unwrap();
+        assert_add_refused(
+            &["--url", "https://example.com/x", "--header", header],
+            &[name, "one connection"],
+        );
+    }
+}
+
+#[test]
 fn an_internal_address_is_accepted_exactly_when_its_network_is_allowed() {
     let env = TestEnv::new();
     let add = |name: &str, url: &str, allowed: Option<&str>| {

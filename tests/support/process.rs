@@ -111,6 +111,11 @@ impl FleetProcess {
             .unwrap_or_else(|| panic!("{what} did not exit within {STOP_WAIT:?} of SIGTERM"))
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything a process started with [`FleetProcess::spawn_logged`]
     /// printed; call it once the process has exited.
     pub fn log(&mut self) -> String {
@@ -191,6 +196,16 @@ impl IngestProcess {
             code == 200
         });
         ingest
+    }
+
+    /// The ingest process's id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.process.running()
     }
 
     /// POSTs `body` as JSON to `path` with the extra `headers`

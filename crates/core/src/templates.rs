@@ -13,8 +13,8 @@
 //! string is written as JSON string content (quotes, backslashes and control
 //! characters escaped, no quotes added), so a document value can never close
 //! a string and add keys, while `"name": "{{ doc.name }}"`, the way Frappe's
-//! templates are written, keeps working; lists and objects are written as
-//! JSON.
+//! templates are written, keeps working; numbers, booleans, none (`null`),
+//! lists and objects are written as JSON.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -150,9 +150,15 @@ fn json_formatter(
             let quoted = serde_json::to_string(s).map_err(json_error)?;
             quoted[1..quoted.len() - 1].to_string()
         }
-        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable | ValueKind::Plain => {
-            serde_json::to_string(value).map_err(json_error)?
-        }
+        // Numbers as JSON writes them (exact: what is parsed is what was
+        // sent), none as null, lists and objects as JSON.
+        ValueKind::Number
+        | ValueKind::Bool
+        | ValueKind::None
+        | ValueKind::Seq
+        | ValueKind::Map
+        | ValueKind::Iterable
+        | ValueKind::Plain => serde_json::to_string(value).map_err(json_error)?,
         _ => return minijinja::escape_formatter(out, state, value),
     };
     out.write_str(&text).map_err(minijinja::Error::from)
@@ -178,6 +184,11 @@ fn environment(lenient: bool) -> Environment<'static> {
 /// template`, `condition`) it is about.
 fn template_error(what: &'static str) -> impl Fn(minijinja::Error) -> RenderError {
     move |e| {
+        if e.kind() == minijinja::ErrorKind::OutOfFuel {
+            return RenderError::Template(format!(
+                "{what}: ran out of fuel (its limit of {TEMPLATE_FUEL} instructions)"
+            ));
+        }
         let mut msg = format!("{what}: {}", describe_template_error(&e));
         msg = msg
             .replace(" (in <expression>:1)", "")

@@ -60,10 +60,29 @@ pub const MAX_CONNECTIONS: usize = 512;
 /// most) are not held back.
 pub const BATCHES_IN_PROGRESS: usize = 2;
 
+/// The ingest's limits (flags of `serve`; the constants above by default).
+#[derive(Debug, Clone, Copy)]
+pub struct IngestLimits {
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for IngestLimits {
+    fn default() -> Self {
+        IngestLimits {
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            body_read_timeout: BODY_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
 struct Ingest {
     producer: Arc<Producer>,
     token: Option<String>,
     batches: Semaphore,
+    body_read_timeout: Duration,
 }
 
 /// Why the ingest will not start.
@@ -98,10 +117,13 @@ fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
     same(given.as_bytes(), token.as_bytes())
 }
 
-/// Reads a request body of at most `limit` bytes within
-/// [`BODY_READ_TIMEOUT`].
-async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Response> {
-    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+/// Reads a request body of at most `limit` bytes within `within`.
+async fn read_body(
+    body: Body,
+    limit: usize,
+    within: Duration,
+) -> Result<axum::body::Bytes, Response> {
+    match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {
             let too_large = std::error::Error::source(&e)
@@ -122,7 +144,7 @@ async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Respon
             StatusCode::REQUEST_TIMEOUT,
             format!(
                 "the request body did not arrive within {} s",
-                BODY_READ_TIMEOUT.as_secs()
+                within.as_secs_f64()
             ),
         )),
     }
@@ -197,7 +219,13 @@ async fn require_token(
 }
 
 async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
-    let body = match read_body(request.into_body(), MAX_DOCUMENT_BYTES).await {
+    let body = match read_body(
+        request.into_body(),
+        MAX_DOCUMENT_BYTES,
+        ingest.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -218,7 +246,13 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
     let Ok(_permit) = ingest.batches.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
     };
-    let body = match read_body(request.into_body(), MAX_BATCH_BYTES).await {
+    let body = match read_body(
+        request.into_body(),
+        MAX_BATCH_BYTES,
+        ingest.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -261,11 +295,12 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
 }
 
 /// The ingest's routes.
-pub fn router(producer: Arc<Producer>, token: Option<String>) -> Router {
+pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimits) -> Router {
     let ingest = Arc::new(Ingest {
         producer,
         token,
         batches: Semaphore::new(BATCHES_IN_PROGRESS),
+        body_read_timeout: limits.body_read_timeout,
     });
     Router::new()
         .route("/v1/events", post(one))
@@ -292,6 +327,7 @@ pub async fn serve(
     listen: SocketAddr,
     producer: Arc<Producer>,
     token: Option<String>,
+    limits: IngestLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     check_exposure(listen, token.as_deref())?;
@@ -302,13 +338,13 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| ServeError::Listen(listen, e))?;
     tracing::info!(addr = %local, authenticated = token.is_some(), "ingest listening");
-    let app = router(producer, token);
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let app = router(producer, token, limits);
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(limits.header_read_timeout);
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {

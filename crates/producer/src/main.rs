@@ -6,15 +6,18 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
+use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
+use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 use hookfleet_settings::{init_tracing, Settings};
 
@@ -56,6 +59,18 @@ enum Command {
         /// Required on any address but loopback; never empty.
         #[arg(long, env = "HOOKFLEET_INGEST_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// How long a caller has to send a request's headers.
+        #[arg(long, env = "HOOKFLEET_INGEST_HEADER_READ_TIMEOUT", default_value = "10s",
+              value_parser = parse_duration)]
+        header_read_timeout: Duration,
+        /// How long a caller has to send a request's body.
+        #[arg(long, env = "HOOKFLEET_INGEST_BODY_READ_TIMEOUT", default_value = "30s",
+              value_parser = parse_duration)]
+        body_read_timeout: Duration,
+        /// Connections served at once (more wait in the kernel's backlog).
+        #[arg(long, env = "HOOKFLEET_INGEST_MAX_CONNECTIONS", default_value_t = hookfleet_producer::ingest::MAX_CONNECTIONS as u64,
+              value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        max_connections: u64,
     },
 }
 
@@ -243,13 +258,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             None => emit_one(&producer, args).await,
         },
-        Command::Serve { listen, token } => {
+        Command::Serve {
+            listen,
+            token,
+            header_read_timeout,
+            body_read_timeout,
+            max_connections,
+        } => {
             let shutdown = Shutdown::new();
             shutdown.listen_for_signals();
             let stop = shutdown.clone();
-            hookfleet_producer::ingest::serve(listen, Arc::new(producer), token, async move {
-                stop.requested(1).await
-            })
+            let limits = IngestLimits {
+                header_read_timeout,
+                body_read_timeout,
+                max_connections: max_connections as usize,
+            };
+            hookfleet_producer::ingest::serve(
+                listen,
+                Arc::new(producer),
+                token,
+                limits,
+                async move { stop.requested(1).await },
+            )
             .await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -1,0 +1,142 @@
+//! A dynamic URL may reach only the hosts its webhook allows: the host
+//! written literally in the URL template, or the ones named with
+//! `--allowed-host`. A document cannot send a webhook's credentials and
+//! signatures anywhere else.
+
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_producer::Event;
+use hookfleet_testkit::{spec, Receiver, TestEnv, ENTITY};
+use serde_json::json;
+
+#[test]
+fn a_url_template_that_renders_its_host_is_refused_unless_hosts_are_allowed() {
+    let env = TestEnv::new();
+    let add = |extra: &[&str]| {
+        let mut args = vec![
+            "webhook",
+            "add",
+            "hook",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--dynamic-url",
+            "--url",
+            "https://{{ doc.tenant }}.example.com/orders",
+        ];
+        args.extend_from_slice(extra);
+        env.cli(&args)
+    };
+    let refused = add(&[]);
+    assert_eq!(refused.code, Some(1), "{refused}");
+    assert!(refused.stderr.contains("--allowed-host"), "{refused}");
+    assert!(env.stored_webhooks().is_empty());
+    for bad in ["", "a b", "host:0", "host:99999", "[::1", "user@host"] {
+        let out = add(&["--allowed-host", bad]);
+        assert_eq!(out.code, Some(1), "{bad:?}: {out}");
+    }
+    add(&[
+        "--allowed-host",
+        "acme.example.com",
+        "--allowed-host",
+        "globex.example.com:8443",
+    ])
+    .ok("allowed hosts named");
+    let shown = env.cli(&["webhook", "show", "hook", "--json"]).json();
+    assert_eq!(
+        shown["allowed_hosts"],
+        json!(["acme.example.com", "globex.example.com:8443"])
+    );
+    let static_with_hosts = env.cli(&[
+        "webhook",
+        "add",
+        "static",
+        "--entity-type",
+        ENTITY,
+        "--event",
+        "on_submit",
+        "--url",
+        "https://example.com/x",
+        "--allowed-host",
+        "example.com",
+    ]);
+    assert_eq!(static_with_hosts.code, Some(1), "{static_with_hosts}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_can_steer_a_request_only_to_an_allowed_host() {
+    let env = TestEnv::new();
+    let allowed = Receiver::start().await;
+    let elsewhere = Receiver::start().await;
+    let mut hook = spec(
+        "steered",
+        ENTITY,
+        "on_submit",
+        "http://{{ doc.target }}/orders/{{ doc.name }}",
+    );
+    hook.dynamic_url = true;
+    hook.allowed_hosts = vec![format!("127.0.0.1:{}", allowed.addr.port())];
+    hook.headers = vec![hookfleet_core::model::Header {
+        key: "Authorization".into(),
+        value: "Bearer only-for-allowed".into(),
+    }];
+    env.add_webhook(&hook);
+    // Written literally, the host is pinned without --allowed-host.
+    let mut literal = spec(
+        "literal",
+        ENTITY,
+        "on_submit",
+        &format!(
+            "http://127.0.0.1:{}/by-name/{{{{ doc.name }}}}",
+            allowed.addr.port()
+        ),
+    );
+    literal.dynamic_url = true;
+    env.add_webhook(&literal);
+
+    let producer = env.producer();
+    let emit = |name: &str, target: String| {
+        let doc = json!({"name": name, "target": target});
+        producer.emit(Event::new(ENTITY, "on_submit", name, doc))
+    };
+    let good = emit("SO-1", allowed.addr.to_string()).await.unwrap();
+    let bad = emit("SO-2", elsewhere.addr.to_string()).await.unwrap();
+
+    let worker = env.start_worker(4, RetrySchedule::default());
+    let row_of = |report: &hookfleet_producer::EmitReport, webhook: &str| {
+        report
+            .deliveries
+            .iter()
+            .find(|d| d.webhook == webhook)
+            .expect("a row")
+            .id
+    };
+    let refused = env.row(row_of(&bad, "steered"));
+    assert_eq!(refused.status, DeliveryStatus::Exhausted, "{refused:?}");
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("does not allow"),
+        "{refused:?}"
+    );
+    for id in [
+        row_of(&good, "steered"),
+        row_of(&good, "literal"),
+        row_of(&bad, "literal"),
+    ] {
+        env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
+    }
+    worker.stop().await;
+    assert_eq!(
+        elsewhere.count(),
+        0,
+        "nothing, credentials least of all, went elsewhere"
+    );
+    let paths: Vec<String> = allowed.requests().into_iter().map(|r| r.path).collect();
+    assert!(paths.contains(&"/orders/SO-1".to_string()), "{paths:?}");
+    assert!(paths.contains(&"/by-name/SO-2".to_string()), "{paths:?}");
+}

@@ -1,0 +1,436 @@
+//! Credentials at rest and in rotation: with a key configured, neither a
+//! signing secret nor a header value is in the database in the clear (a
+//! `pg_dump` holds neither); credentials are read from the webhook at send
+//! time, so a changed token reaches a pending retry; secrets rotate in two
+//! phases, checked with the official Standard Webhooks library and the
+//! Frappe HMAC; `secrets reencrypt` moves every value to a new key.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use hookfleet_core::at_rest::{self, Keyring};
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_testkit::{Received, Receiver, Reply, Run, TestEnv, ENTITY};
+
+/// Test keys (32 bytes each, base64).
+const KEY_1: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+const KEY_2: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+
+const SECRET_A: &str = "whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=";
+const SECRET_B: &str = "whsec_QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+const SECRET_C: &str = "whsec_Q0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0M=";
+
+/// `hookfleet ARGS` with `key` (if any) as the current key and `old` as old
+/// keys.
+fn cli_with_keys(env: &TestEnv, key: Option<&str>, old: &[&str], args: &[&str]) -> Run {
+    let mut cmd = env.command("hookfleet");
+    if let Some(k) = key {
+        cmd.env("HOOKFLEET_SECRET_KEY", k);
+    }
+    if !old.is_empty() {
+        cmd.env("HOOKFLEET_SECRET_KEY_OLD", old.join(","));
+    }
+    Run::from(cmd.args(args).output().expect("run hookfleet"))
+}
+
+/// This test process seals and opens with `key` (its in-process worker and
+/// producer do).
+fn use_key(key: &str) {
+    at_rest::install(Keyring::new(Some(key), &[]).expect("key"));
+}
+
+/// Whether the official Standard Webhooks library accepts `request` for
+/// `secret`.
+fn standard_library_accepts(request: &Received, secret: &str) -> bool {
+    let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/py/verify_standard_webhooks.py"
+    );
+    let headers: serde_json::Map<String, serde_json::Value> = request
+        .headers
+        .iter()
+        .filter(|(k, _)| k.starts_with("webhook-"))
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    let input = serde_json::json!({"secret": secret, "headers": headers, "body": request.body});
+    let mut child = Command::new(&python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {python} (scripts/test.sh sets up its venv): {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("verifier");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("ok") || said.starts_with("refused"),
+        "the verifier did not run (is standardwebhooks installed?): {said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said.starts_with("ok")
+}
+
+/// The Frappe signature of `body` for `secret`, computed here.
+fn frappe(secret: &str, body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("key");
+    mac.update(body.as_bytes());
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let added = cli_with_keys(
+        &env,
+        Some(KEY_1),
+        &[],
+        &[
+            "webhook",
+            "add",
+            "api",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            &rx.url("/api"),
+            "--secret",
+            SECRET_A,
+            "--header",
+            "Authorization: Bearer tok-1a2b3c",
+            "--header",
+            "X-Creds: hunter2",
+        ],
+    );
+    assert_eq!(added.code, Some(0), "{added}");
+    assert!(!added.stderr.contains("unencrypted"), "{added}");
+    use_key(KEY_1);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    worker.stop().await;
+
+    // Sent as they are...
+    let sent = &rx.requests()[0];
+    assert_eq!(sent.header("authorization"), Some("Bearer tok-1a2b3c"));
+    assert_eq!(sent.header("x-creds"), Some("hunter2"));
+    assert!(standard_library_accepts(sent, SECRET_A));
+    // ...stored sealed.
+    let dump = Command::new("pg_dump")
+        .arg(&env.database_url)
+        .output()
+        .expect("pg_dump");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.contains("webhook_request_logs"), "a real dump");
+    for secret in ["tok-1a2b3c", "hunter2", SECRET_A, &SECRET_A[6..]] {
+        assert!(!dump.contains(secret), "the dump holds {secret:?}");
+    }
+    assert!(dump.contains("hfenc:v1:"), "the values are there, sealed");
+
+    // Without a key, the CLI says the values will be stored unencrypted.
+    let plain = cli_with_keys(
+        &env,
+        None,
+        &[],
+        &[
+            "webhook",
+            "add",
+            "plain",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            &rx.url("/p"),
+            "--secret",
+            SECRET_B,
+        ],
+    );
+    assert!(plain.stderr.contains("unencrypted"), "{plain}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_changed_on_the_webhook_is_sent_by_the_next_retry() {
+    let env = TestEnv::new();
+    use_key(KEY_1);
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500)]);
+    cli_with_keys(
+        &env,
+        Some(KEY_1),
+        &[],
+        &[
+            "webhook",
+            "add",
+            "api",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            &rx.url("/api"),
+            "--header",
+            "Authorization: Bearer old-token",
+        ],
+    )
+    .ok("add");
+    let worker = env.start_worker(2, RetrySchedule::parse("1s").unwrap());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    env.until_row(id, |r| {
+        r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none()
+    })
+    .await;
+    cli_with_keys(
+        &env,
+        Some(KEY_1),
+        &[],
+        &[
+            "webhook",
+            "update",
+            "api",
+            "--clear-headers",
+            "--header",
+            "Authorization: Bearer new-token",
+        ],
+    )
+    .ok("update");
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, std::time::Duration::from_secs(60))
+        .tick()
+        .await
+        .unwrap();
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    worker.stop().await;
+    let sent = rx.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].header("authorization"), Some("Bearer old-token"));
+    assert_eq!(
+        sent[1].header("authorization"),
+        Some("Bearer new-token"),
+        "the retry carries the webhook's token as it is now"
+    );
+    assert_eq!(
+        sent[0].body, sent[1].body,
+        "the body is the event's, frozen"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
+    let env = TestEnv::new();
+    use_key(KEY_1);
+    let rx = Receiver::start().await;
+    let cli = |args: &[&str]| cli_with_keys(&env, Some(KEY_1), &[], args).ok("hookfleet");
+    cli(&[
+        "webhook",
+        "add",
+        "api",
+        "--entity-type",
+        ENTITY,
+        "--event",
+        "on_submit",
+        "--url",
+        &rx.url("/api"),
+        "--secret",
+        SECRET_A,
+    ]);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let send = |name: &'static str| {
+        let env = &env;
+        let rx = &rx;
+        async move {
+            let before = rx.count();
+            env.submit(name).await;
+            rx.wait_for(before + 1, hookfleet_testkit::PATIENCE).await[before].clone()
+        }
+    };
+
+    // Before: the old secret signs.
+    let r = send("SO-1").await;
+    assert!(standard_library_accepts(&r, SECRET_A));
+    assert!(!standard_library_accepts(&r, SECRET_B));
+    assert_eq!(
+        r.header("x-frappe-webhook-signature"),
+        Some(frappe(SECRET_A, &r.body).as_str())
+    );
+
+    // Rotation open: both sign the Standard Webhooks header; the Frappe
+    // header, which carries one, keeps the old one receivers know.
+    cli(&["webhook", "update", "api", "--secret", SECRET_B]);
+    let shown = cli(&["webhook", "show", "api", "--json"]).json();
+    assert!(shown["secret_rotation_until"].is_string(), "{shown}");
+    let r = send("SO-2").await;
+    assert!(
+        standard_library_accepts(&r, SECRET_A),
+        "old receivers still verify"
+    );
+    assert!(
+        standard_library_accepts(&r, SECRET_B),
+        "new receivers already verify"
+    );
+    assert_eq!(
+        r.header("x-frappe-webhook-signature"),
+        Some(frappe(SECRET_A, &r.body).as_str())
+    );
+
+    // Finished: only the new one.
+    cli(&["webhook", "rotate-finish", "api"]);
+    let r = send("SO-3").await;
+    assert!(standard_library_accepts(&r, SECRET_B));
+    assert!(!standard_library_accepts(&r, SECRET_A));
+    assert_eq!(
+        r.header("x-frappe-webhook-signature"),
+        Some(frappe(SECRET_B, &r.body).as_str())
+    );
+    let again = cli_with_keys(&env, Some(KEY_1), &[], &["webhook", "rotate-finish", "api"]);
+    assert_eq!(again.code, Some(1), "no rotation is open: {again}");
+
+    // --no-secret removes every secret; a later one signs alone.
+    cli(&["webhook", "update", "api", "--secret", SECRET_A]);
+    cli(&["webhook", "update", "api", "--no-secret"]);
+    let r = send("SO-4").await;
+    assert_eq!(r.header("webhook-signature"), None);
+    assert_eq!(r.header("x-frappe-webhook-signature"), None);
+    cli(&["webhook", "update", "api", "--secret", SECRET_C]);
+    let r = send("SO-5").await;
+    assert!(standard_library_accepts(&r, SECRET_C));
+    assert!(
+        !standard_library_accepts(&r, SECRET_A) && !standard_library_accepts(&r, SECRET_B),
+        "no old secret comes back as a co-signer"
+    );
+    assert_eq!(
+        r.header("x-frappe-webhook-signature"),
+        Some(frappe(SECRET_C, &r.body).as_str())
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    cli_with_keys(
+        &env,
+        None,
+        &[],
+        &[
+            "webhook",
+            "add",
+            "api",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            &rx.url("/api"),
+            "--secret",
+            SECRET_A,
+            "--header",
+            "Authorization: Bearer tok",
+        ],
+    )
+    .ok("add without a key");
+    let stored = |env: &TestEnv| env.stored_webhooks()[0].clone();
+    assert_eq!(
+        stored(&env).secret.as_deref(),
+        Some(SECRET_A),
+        "stored as it is"
+    );
+
+    let first =
+        cli_with_keys(&env, Some(KEY_1), &[], &["secrets", "reencrypt", "--json"]).ok("reencrypt");
+    assert_eq!(first.json()["values"], 2, "{first}");
+    let w = stored(&env);
+    assert!(w.secret.as_deref().unwrap().starts_with("hfenc:v1:"));
+    assert!(!w.headers.to_string().contains("Bearer tok"));
+
+    let second = cli_with_keys(
+        &env,
+        Some(KEY_2),
+        &[KEY_1],
+        &["secrets", "reencrypt", "--json"],
+    )
+    .ok("reencrypt to the new key");
+    assert_eq!(second.json()["values"], 2, "{second}");
+    let nothing =
+        cli_with_keys(&env, Some(KEY_2), &[], &["secrets", "reencrypt", "--json"]).ok("again");
+    assert_eq!(
+        nothing.json()["values"],
+        0,
+        "everything is on the current key"
+    );
+
+    // Only the new key is needed now.
+    use_key(KEY_2);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    worker.stop().await;
+    let r = &rx.requests()[0];
+    assert_eq!(r.header("authorization"), Some("Bearer tok"));
+    assert!(standard_library_accepts(r, SECRET_A));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_sealed_with_a_key_this_worker_lacks_fails_the_attempt_and_sends_nothing() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    cli_with_keys(
+        &env,
+        Some(KEY_1),
+        &[],
+        &[
+            "webhook",
+            "add",
+            "api",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            &rx.url("/api"),
+            "--secret",
+            SECRET_A,
+        ],
+    )
+    .ok("add");
+    use_key(KEY_2);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    let row = env
+        .until_row(id, |r| {
+            r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none()
+        })
+        .await;
+    worker.stop().await;
+    assert!(
+        row.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("not configured"),
+        "{row:?}"
+    );
+    assert_eq!(rx.count(), 0, "never sent unsigned");
+}

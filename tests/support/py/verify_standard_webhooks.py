@@ -1,0 +1,18 @@
+"""Verifies one request with the official Standard Webhooks library.
+
+Reads {"secret", "headers", "body"} as JSON on stdin; prints "ok", or
+"refused: <reason>" and exits 1. The tests use it so that a signature is
+judged by the library receivers use, not by code written beside hookfleet's.
+"""
+import json
+import sys
+
+from standardwebhooks.webhooks import Webhook
+
+request = json.load(sys.stdin)
+try:
+    Webhook(request["secret"]).verify(request["body"], request["headers"], json_parse=False)
+except Exception as e:  # the library raises its own error types
+    print(f"refused: {e}")
+    sys.exit(1)
+print("ok")

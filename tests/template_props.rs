@@ -1,0 +1,113 @@
+//! Properties of templates, over generated documents and templates:
+//! - no document value can change a JSON body's structure (strings are
+//!   written as escaped string content, lists and objects as JSON);
+//! - whatever work or memory a template asks for, its render ends within the
+//!   renderer's limits, and the renderers go on rendering.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use hookfleet_core::error::RenderError;
+use hookfleet_core::sandbox::{self, Job};
+use hookfleet_core::templates::{Compiled, Templates};
+
+fn body_template(body: &str) -> Templates {
+    Templates {
+        condition: None,
+        body: Some(body.into()),
+        url: None,
+        lenient: false,
+    }
+}
+
+/// Templates written Frappe's way: values quoted in the template, numbers
+/// and lists bare.
+const ORDER: &str = r#"{"customer": "{{ doc.customer }}", "note": "{{ doc.note }}", "total": {{ doc.total }}, "items": {{ doc.items }}}"#;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_document_value_changes_a_json_bodys_structure(
+        customer in any::<String>(),
+        note in "[\"\\\\{}:,\\[\\] a-z\u{0}-\u{1f}\u{2028}\u{7f}]{0,40}",
+        total in any::<f64>().prop_filter("finite", |f| f.is_finite()),
+        items in proptest::collection::vec(any::<String>(), 0..4),
+    ) {
+        let compiled = Compiled::compile(&body_template(ORDER)).expect("compiles");
+        let doc = json!({"customer": customer, "note": note, "total": total, "items": items});
+        let body = compiled.render_all(&doc).expect("renders").body.expect("a body");
+        let parsed: serde_json::Map<String, Value> =
+            serde_json::from_str(&body).map_err(|e| TestCaseError::fail(format!("{e}: {body}")))?;
+        prop_assert_eq!(parsed.len(), 4, "{}", body);
+        prop_assert_eq!(&parsed["customer"], &json!(customer));
+        prop_assert_eq!(&parsed["note"], &json!(note));
+        // The number as JSON writes it (compared as text: serde_json's own
+        // float parsing is not exact by default).
+        let written = serde_json::to_string(&json!(total)).expect("json");
+        prop_assert!(body.contains(&format!(r#""total": {written},"#)), "{}", body);
+        prop_assert_eq!(&parsed["items"], &json!(items));
+    }
+}
+
+/// Body templates that ask for work or memory of `10^exponent`.
+fn demanding() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (1u32..=12).prop_map(|e| format!(r#"{{"a": {{{{ ([0]*{})|sum }}}}}}"#, 10u64.pow(e))),
+        (1u32..=11).prop_map(|e| format!(r#"{{"a": "{{{{ "x"|indent({}) }}}}"}}"#, 10u64.pow(e))),
+        (1u32..=8, 1usize..12).prop_map(|(e, k)| format!(
+            r#"{{% set s = "x" * {} %}}{{"a": {{{{ [{}]|join|length }}}}}}"#,
+            10u64.pow(e),
+            vec!["s"; k].join(", ")
+        )),
+        (1u32..=8, 1usize..12).prop_map(|(e, k)| format!(
+            r#"{{% set s = "x" * {} %}}{{"a": {{{{ ({})|length }}}}}}"#,
+            10u64.pow(e),
+            vec!["s"; k].join(" ~ ")
+        )),
+        (1u32..=4, 1u32..=4).prop_map(|(a, b)| format!(
+            r#"{{"a": "{{% for i in range({}) %}}{{% for j in range({}) %}}.{{% endfor %}}{{% endfor %}}"}}"#,
+            10u32.pow(a).min(1000),
+            10u32.pow(b).min(1000)
+        )),
+    ]
+}
+
+/// The longest one render may take as the parent sees it: the limit, and a
+/// renderer to start.
+const RENDER_BOUND: Duration = Duration::from_secs(4);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_render_ends_within_the_renderers_limits(template in demanding()) {
+        hookfleet_testkit::use_renderer();
+        let doc = json!({"name": "SO-1"});
+        let templates = Arc::new(body_template(&template));
+        let started = Instant::now();
+        let result = sandbox::render(&[Job { templates: &templates, doc: &doc }])
+            .pop()
+            .expect("one result");
+        let took = started.elapsed();
+        prop_assert!(took < RENDER_BOUND, "{} took {:?}", template, took);
+        match &result {
+            Ok(_)
+            | Err(RenderError::TimeLimit { .. })
+            | Err(RenderError::MemoryLimit { .. })
+            | Err(RenderError::BodyTooLarge { .. })
+            | Err(RenderError::Template(_)) => {}
+            Err(other) => prop_assert!(false, "{}: {:?}", template, other),
+        }
+        // The renderers go on rendering.
+        let plain = Arc::new(body_template(r#"{"ok": "{{ doc.name }}"}"#));
+        let after = sandbox::render(&[Job { templates: &plain, doc: &doc }])
+            .pop()
+            .expect("one result")
+            .map_err(|e| TestCaseError::fail(format!("after {template}: {e}")))?;
+        prop_assert_eq!(after.body.as_deref(), Some(r#"{"ok": "SO-1"}"#));
+    }
+}
