@@ -87,10 +87,22 @@ class Bench:
         return sh(["redis-cli", "-p", str(self.redis.port), *args])
 
 
-class Fleet:
-    """A database and webhooks for one hookfleet run."""
+# A Jinja body template as webhooks write them (it renders the same JSON in
+# every version, so runs of different builds compare).
+BODY_TEMPLATE = ('{"order": "{{ doc.name }}", "customer": "{{ doc.customer }}", "total": {{ doc.grand_total }}, '
+                 '"items": [{% for i in doc["items"] %}{"sku": "{{ i.sku }}", "qty": {{ i.qty }}}'
+                 '{% if not loop.last %},{% endif %}{% endfor %}]}')
 
-    def __init__(self, bench, webhooks, bad_webhook=False):
+# A fixed test key: secrets and header values sealed at rest (32 bytes, base64).
+SECRET_KEY = "YmVuY2gtc2VjcmV0LWtleS0wMTIzNDU2Nzg5YWJjZGU="
+
+
+class Fleet:
+    """A database and webhooks for one hookfleet run. `template`: the
+    webhooks render a Jinja body; `sealed`: a secret key seals their secret
+    and a credential header."""
+
+    def __init__(self, bench, webhooks, bad_webhook=False, template=False, sealed=False):
         bench.runs += 1
         self.bench = bench
         self.db = f"hookfleet_run_{bench.runs}"
@@ -98,11 +110,19 @@ class Fleet:
         self.env = dict(os.environ, DATABASE_URL=bench.pg.url(self.db), REDIS_URL=bench.redis.url,
                         HOOKFLEET_REDIS_PREFIX=f"run{bench.runs}:", HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32",
                         RUST_LOG="warn")
+        if sealed:
+            self.env["HOOKFLEET_SECRET_KEY"] = SECRET_KEY
         self.run("hookfleet", "migrate")
         self.webhooks = webhooks
+        extra = []
+        if template:
+            extra += ["--body-template", BODY_TEMPLATE]
+        if sealed:
+            extra += ["--header", "Authorization: Bearer bench-token"]
         for k in range(webhooks):
             self.run("hookfleet", "webhook", "add", f"bench-{k}", "--entity-type", f"Doc{k}", "--event", "on_submit",
-                     "--url", bench.receiver_url(f"/ok/{k}"), "--secret", "bench-secret", "--timeout", "10s")
+                     "--url", bench.receiver_url(f"/ok/{k}"), "--secret", "bench-secret", "--timeout", "10s",
+                     *extra)
         if bad_webhook:
             self.run("hookfleet", "webhook", "add", "hangs", "--entity-type", "Bad", "--event", "on_submit",
                      "--url", bench.receiver_url("/hang/x"), "--timeout", "5s", "--max-retries", "0")
@@ -191,8 +211,9 @@ def wait_received(bench, target, prefix="ok", timeout=900):
         time.sleep(0.02)
 
 
-def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_statements=False, extra=()):
-    fleet = Fleet(bench, webhooks)
+def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_statements=False, extra=(),
+                  template=False, sealed=False):
+    fleet = Fleet(bench, webhooks, template=template, sealed=sealed)
     try:
         path = fleet.events_file(events)
         base = bench.receiver_stats()["by_path_prefix"].get("ok", 0)
@@ -222,7 +243,8 @@ def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_sta
         for p in procs:
             p.wait(timeout=60)
         result = {
-            "scenario": kind, "events": events, "webhooks": webhooks, "workers": workers,
+            "scenario": kind, "template": template, "sealed": sealed,
+            "events": events, "webhooks": webhooks, "workers": workers,
             "concurrency": concurrency, "seconds": round(t1 - t0, 3),
             "deliveries_per_s": round(events / (t1 - t0)),
             "emit_events_per_s": round(events / emit_s),
@@ -358,6 +380,13 @@ def run_all(bench, a):
         r = hookfleet_run(bench, "e2e", n, 8, workers, 64, count_statements=True)
         log(f"scaling {r}")
         results["scaling"].append(r)
+    # What safety costs: the same run with webhooks that render a Jinja body
+    # (in the template renderer), with credentials sealed at rest, and both.
+    results["safety"] = []
+    for template, sealed in ((False, False), (True, False), (False, True), (True, True)):
+        r = hookfleet_run(bench, "e2e", n, 8, 1, 64, template=template, sealed=sealed)
+        log(f"safety {r}")
+        results["safety"].append(r)
     log("isolation")
     # Three times the events: a sustained rate, in which the first wave of
     # hanging requests (before the webhook is found slow) is one 5 s episode
@@ -463,6 +492,18 @@ def tables(results):
     d = results["drain"][0]
     add(f"\nDraining (concurrency 64): {d['pg_statements_per_delivery']} Postgres statements and "
         f"{d['redis_commands_per_delivery']} Redis commands per delivery, emit included.\n")
+    if results.get("safety"):
+        add("### What safety costs (end to end, 8 webhooks, 1 worker, concurrency 64)\n")
+        add("| webhooks | emit events/s | deliveries/s | worker CPU s / 1000 |")
+        add("| --- | ---: | ---: | ---: |")
+        for r in results["safety"]:
+            what = {(False, False): "whole document, credentials unsealed",
+                    (True, False): "Jinja body template (rendered in the renderer process)",
+                    (False, True): "secret and a header sealed at rest (AES-256-GCM)",
+                    (True, True): "template and sealed credentials"}[(r["template"], r["sealed"])]
+            add(f"| {what} | {r['emit_events_per_s']:,} | {r['deliveries_per_s']:,} | "
+                f"{r['worker_cpu_s_per_1000']} |")
+        add("")
     iso = results["isolation"]
     add("### Isolation (8 healthy webhooks; 10% of events to a webhook that hangs until its 5 s timeout)\n")
     add("| | healthy deliveries/s |\n| --- | ---: |")
@@ -549,6 +590,8 @@ def main():
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--template", action="store_true", help="--only runs: webhooks render a Jinja body")
+    ap.add_argument("--sealed", action="store_true", help="--only runs: credentials sealed at rest")
     ap.add_argument("--no-report", action="store_true", help="do not rewrite docs/PERFORMANCE.md")
     ap.add_argument("--report-from", metavar="JSON", help="rewrite docs/PERFORMANCE.md and the plot from a saved run")
     a = ap.parse_args()
@@ -570,7 +613,8 @@ def main():
             print(json.dumps(isolation(bench, a.events, a.concurrency), indent=2))
             return
         if a.only:
-            r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True)
+            r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True,
+                              template=a.template, sealed=a.sealed)
             print(json.dumps(r, indent=2))
             return
         results = run_all(bench, a)
