@@ -381,6 +381,16 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
         "everything is on the current key"
     );
 
+    // Losing the key in a deploy does not decrypt everything by accident.
+    let keyless = cli_with_keys(&env, None, &[], &["secrets", "reencrypt"]);
+    assert_ne!(keyless.code, Some(0), "{keyless}");
+    assert!(keyless.stderr.contains("--decrypt"), "{keyless}");
+    assert!(stored(&env)
+        .secret
+        .as_deref()
+        .unwrap()
+        .starts_with("hfenc:v1:"));
+
     // Only the new key is needed now.
     use_key(KEY_2);
     let worker = env.start_worker(2, RetrySchedule::default());
@@ -391,6 +401,17 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
     let r = &rx.requests()[0];
     assert_eq!(r.header("authorization"), Some("Bearer tok"));
     assert!(standard_library_accepts(r, SECRET_A));
+
+    // Asked for in so many words, the values go back to plain text.
+    let plain = cli_with_keys(
+        &env,
+        None,
+        &[KEY_2],
+        &["secrets", "reencrypt", "--decrypt", "--json"],
+    )
+    .ok("decrypt");
+    assert_eq!(plain.json()["values"], 2, "{plain}");
+    assert_eq!(stored(&env).secret.as_deref(), Some(SECRET_A));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

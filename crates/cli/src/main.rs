@@ -77,6 +77,11 @@ enum SecretsCommand {
     /// (HOOKFLEET_SECRET_KEY_OLD). Run after changing keys; then the old
     /// ones may go.
     Reencrypt {
+        /// With no current key (HOOKFLEET_SECRET_KEY unset), store every
+        /// value unencrypted. Without this flag that is refused: a missing
+        /// key is far more often a deploy mistake than a wish to decrypt.
+        #[arg(long)]
+        decrypt: bool,
         #[arg(long)]
         json: bool,
     },
@@ -106,9 +111,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
             dead::run(&queue, cmd).await?
         }
-        Command::Secrets(SecretsCommand::Reencrypt { json }) => {
-            if !hookfleet_core::at_rest::keyring().seals() {
-                eprintln!("warning: no HOOKFLEET_SECRET_KEY: every value is stored unencrypted");
+        Command::Secrets(SecretsCommand::Reencrypt { decrypt, json }) => {
+            let seals = hookfleet_core::at_rest::keyring().seals();
+            if !seals && !decrypt {
+                anyhow::bail!(
+                    "no HOOKFLEET_SECRET_KEY: reencrypt would store every secret unencrypted; \
+                     set the key, or pass --decrypt if that is what you want"
+                );
+            }
+            if seals && decrypt {
+                anyhow::bail!(
+                    "--decrypt is for when HOOKFLEET_SECRET_KEY is unset; unset it first"
+                );
             }
             let done = store.run_sync(hookfleet_core::store::webhooks::reencrypt)?;
             if json {

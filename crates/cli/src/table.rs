@@ -29,15 +29,23 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// `text` safe for a terminal: control characters (a receiver's escape
-/// sequences, say) are shown escaped (`\u{1b}`), never interpreted.
+/// Characters a terminal obeys rather than shows: controls (a receiver's
+/// escape sequences, say) and the bidirectional overrides and isolates that
+/// can make text read differently from what it is.
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` safe for a terminal: control and bidirectional-formatting
+/// characters are shown escaped (`\u{1b}`), never interpreted.
 pub fn clean(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(is_unsafe) {
         return text.to_string();
     }
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if is_unsafe(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()
@@ -66,5 +74,19 @@ pub fn clip(text: &str, max: usize) -> String {
                 .take(max.saturating_sub(1))
                 .collect::<String>()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_bidirectional_overrides_are_shown_not_obeyed() {
+        assert_eq!(clean("ok\u{1b}[31m"), "ok\\u{1b}[31m");
+        assert_eq!(clean("abc\u{202E}fed"), "abc\\u{202e}fed");
+        assert_eq!(clean("x\u{2066}y\u{2069}"), "x\\u{2066}y\\u{2069}");
+        assert_eq!(clean("\u{200F}\u{061C}"), "\\u{200f}\\u{61c}");
+        assert_eq!(clean("plain Ünïcode ✓"), "plain Ünïcode ✓");
     }
 }

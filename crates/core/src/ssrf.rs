@@ -76,6 +76,13 @@ const INTERNAL: &[&str] = &[
     "ff00::/8",          // multicast
 ];
 
+/// The only IPv6 space handed out as global unicast: anything outside it
+/// (reserved, or allocated since this list was written) is refused too.
+const GLOBAL_UNICAST_V6: &str = "2000::/3";
+
+static GLOBAL_UNICAST_V6_NET: LazyLock<IpNet> =
+    LazyLock::new(|| GLOBAL_UNICAST_V6.parse().expect("a valid CIDR"));
+
 static INTERNAL_NETS: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
     INTERNAL
         .iter()
@@ -120,6 +127,11 @@ impl NetworkPolicy {
         if let Some(range) = INTERNAL_NETS.iter().find(|c| c.contains(&ip)) {
             return Err(format!(
                 "destination {ip} is an internal address ({range}); allow it with HOOKFLEET_ALLOWED_NETWORKS"
+            ));
+        }
+        if ip.is_ipv6() && !GLOBAL_UNICAST_V6_NET.contains(&ip) {
+            return Err(format!(
+                "destination {ip} is outside IPv6 global unicast ({GLOBAL_UNICAST_V6}); allow it with HOOKFLEET_ALLOWED_NETWORKS"
             ));
         }
         Ok(())
@@ -212,10 +224,19 @@ mod tests {
             "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "168.63.129.16",
             "fd00:ec2::254",
+            // Outside 2000::/3, in no list above: reserved space.
+            "4000::1",
+            "c000::1",
+            "1000::1",
         ] {
             assert!(p.check(ip(bad)).is_err(), "{bad} should be refused");
         }
-        for good in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+        for good in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "2a00:1450:4001::1",
+        ] {
             assert!(p.check(ip(good)).is_ok(), "{good} should pass");
         }
     }

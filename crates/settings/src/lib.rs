@@ -20,7 +20,8 @@ use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
 
 /// Connection settings and delivery policy common to all binaries.
-#[derive(Debug, Clone, Args)]
+/// (`Debug` is written by hand: it must never print a key or a password.)
+#[derive(Clone, Args)]
 pub struct Settings {
     /// Postgres connection URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -76,6 +77,27 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub secret_key_old: Vec<String>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |set: bool| if set { "<hidden>" } else { "<unset>" };
+        f.debug_struct("Settings")
+            .field("database_url", &hidden(!self.database_url.is_empty()))
+            .field("redis_url", &hidden(!self.redis_url.is_empty()))
+            .field("redis_prefix", &self.redis_prefix)
+            .field("retry_schedule", &self.retry_schedule)
+            .field("queue_grace", &self.queue_grace)
+            .field("allowed_networks", &self.allowed_networks)
+            .field("log_format", &self.log_format)
+            .field("secret_key", &hidden(self.secret_key.is_some()))
+            .field("secret_key_file", &self.secret_key_file)
+            .field(
+                "secret_key_old",
+                &format!("<{} hidden>", self.secret_key_old.len()),
+            )
+            .finish()
+    }
 }
 
 impl Settings {
@@ -135,5 +157,37 @@ pub fn init_tracing(format: &str) {
         let _ = builder.json().try_init();
     } else {
         let _ = builder.try_init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        settings: Settings,
+    }
+
+    #[test]
+    fn debug_never_prints_a_key_or_a_password() {
+        let cli = Cli::parse_from([
+            "x",
+            "--database-url",
+            "postgres://app:pg-password@db/hookfleet",
+            "--redis-url",
+            "redis://:redis-password@cache:6379",
+            "--secret-key",
+            "c2VjcmV0LWtleS1zZWNyZXQta2V5LXNlY3JldC1rZXk=",
+            "--secret-key-old",
+            "b2xkLWtleQ==",
+        ]);
+        let shown = format!("{:?}", cli.settings);
+        for secret in ["pg-password", "redis-password", "c2VjcmV0", "b2xkLWtleQ"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("redis_prefix"), "{shown}");
     }
 }
