@@ -6,7 +6,7 @@
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_producer::Event;
-use hookfleet_testkit::{spec, Receiver, TestEnv, ENTITY};
+use hookfleet_testkit::{spec, Receiver, Reply, TestEnv, ENTITY};
 use serde_json::json;
 
 #[test]
@@ -139,4 +139,99 @@ async fn a_document_can_steer_a_request_only_to_an_allowed_host() {
     let paths: Vec<String> = allowed.requests().into_iter().map(|r| r.path).collect();
     assert!(paths.contains(&"/orders/SO-1".to_string()), "{paths:?}");
     assert!(paths.contains(&"/by-name/SO-2".to_string()), "{paths:?}");
+}
+
+// ---------------------------------------------------------------------------
+// A retry goes where the webhook points now, and only where it allows now.
+// ---------------------------------------------------------------------------
+
+/// Makes row `id` due now and lets a sweep enqueue it.
+async fn retry_now(env: &TestEnv, id: i64) {
+    env.set_due_in(id, -1.0);
+    env.sweeper(100, std::time::Duration::from_secs(60))
+        .tick()
+        .await
+        .expect("sweep");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_static_url_goes_to_the_url_the_webhook_has_now() {
+    let env = TestEnv::new();
+    let old = Receiver::start().await;
+    let new = Receiver::start().await;
+    old.reply_next([Reply::status(500)]);
+    env.add_webhook(&spec("moved", ENTITY, "on_submit", &old.url("/old")));
+    let worker = env.start_worker(2, RetrySchedule::parse("1s").unwrap());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    env.until_row(id, |r| {
+        r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none()
+    })
+    .await;
+    // The receiver moved (its old address may be retired, or reassigned).
+    env.cli(&["webhook", "update", "moved", "--url", &new.url("/new")])
+        .ok("update the URL");
+    retry_now(&env, id).await;
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    worker.stop().await;
+    assert_eq!(old.count(), 1, "the retry did not go to the old URL");
+    let moved = new.requests();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].path, "/new");
+    assert_eq!(
+        moved[0].body,
+        old.requests()[0].body,
+        "the body is the event's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_to_a_host_the_webhook_no_longer_allows_is_exhausted_unsent() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_next([Reply::status(500)]);
+    let mut hook = spec(
+        "steered",
+        ENTITY,
+        "on_submit",
+        "http://{{ doc.target }}/orders",
+    );
+    hook.dynamic_url = true;
+    hook.allowed_hosts = vec![rx.addr.to_string()];
+    env.add_webhook(&hook);
+    let worker = env.start_worker(2, RetrySchedule::parse("1s").unwrap());
+    let doc = json!({"name": "SO-1", "target": rx.addr.to_string()});
+    let report = env
+        .producer()
+        .emit(Event::new(ENTITY, "on_submit", "SO-1", doc))
+        .await
+        .unwrap();
+    let id = report.deliveries[0].id;
+    env.until_row(id, |r| {
+        r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none()
+    })
+    .await;
+    // The operator withdraws the host (it was compromised, say).
+    env.cli(&[
+        "webhook",
+        "update",
+        "steered",
+        "--clear-allowed-hosts",
+        "--allowed-host",
+        "hooks.example.com",
+    ])
+    .ok("update the allowed hosts");
+    retry_now(&env, id).await;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
+        .await;
+    worker.stop().await;
+    assert!(
+        row.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("does not allow"),
+        "{row:?}"
+    );
+    assert_eq!(rx.count(), 1, "nothing was sent to the withdrawn host");
 }

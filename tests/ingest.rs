@@ -122,15 +122,21 @@ fn the_ingest_takes_a_batch_of_1000_events_and_refuses_1001_or_over_32_mebibytes
 fn with_a_token_the_ingest_refuses_requests_without_it_with_401_and_records_nothing() {
     let env = TestEnv::new();
     env.add_small_body_webhook("on_submit");
-    let ingest = IngestProcess::start(&env, &["--token", "T0KEN"]);
+    let ingest = IngestProcess::start(&env, &["--token", "T0KEN-0123456789abcdef"]);
     let event = event_json("SO-1", String::new()).to_string();
     let batch = format!("[{event}]");
 
     for (what, headers) in [
         ("no Authorization header", vec![]),
         ("a wrong token", vec!["Authorization: Bearer WRONG"]),
-        ("the token without Bearer", vec!["Authorization: T0KEN"]),
-        ("a longer token", vec!["Authorization: Bearer T0KEN2"]),
+        (
+            "the token without Bearer",
+            vec!["Authorization: T0KEN-0123456789abcdef"],
+        ),
+        (
+            "a longer token",
+            vec!["Authorization: Bearer T0KEN-0123456789abcdef-0123456789abcdef2"],
+        ),
     ] {
         for (path, body) in [("/v1/events", &event), ("/v1/events/batch", &batch)] {
             let (code, answer) = ingest.post(path, body, &headers);
@@ -143,7 +149,12 @@ fn with_a_token_the_ingest_refuses_requests_without_it_with_401_and_records_noth
     );
     assert_eq!(env.queue_depth("default"), 0);
 
-    let (code, answer) = ingest.post("/v1/events", &event, &["Authorization: Bearer T0KEN"]);
+    // The scheme's name is not case-sensitive (RFC 9110).
+    let (code, answer) = ingest.post(
+        "/v1/events",
+        &event,
+        &["Authorization: bearer T0KEN-0123456789abcdef"],
+    );
     assert_eq!(code, 202, "{answer}");
     assert_eq!(env.rows().len(), 1);
 }

@@ -61,6 +61,36 @@ fn an_empty_token_is_refused_even_on_loopback() {
 }
 
 #[test]
+fn a_token_shorter_than_sixteen_characters_is_refused() {
+    let env = TestEnv::new();
+    let listen = format!("0.0.0.0:{}", free_port());
+    let out = run_within(
+        serve_command(&env, &listen, &["--token", "hunter2"]),
+        Duration::from_secs(20),
+        "serve with a short token",
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(out.stderr.contains("shorter than 16"), "{out}");
+}
+
+#[test]
+fn an_event_of_a_million_zeros_is_refused_before_it_is_parsed() {
+    let env = TestEnv::new();
+    let ingest = IngestProcess::start(&env, &[]);
+    // 2 MiB of text that would be 32 MiB of values.
+    let zeros = vec!["0"; 1_000_000].join(",");
+    let event = format!(
+        r#"{{"entity_type": "{ENTITY}", "event": "on_submit", "name": "SO-1", "doc": {{"name": "SO-1", "z": [{zeros}]}}}}"#
+    );
+    let (code, body) = ingest.post("/v1/events", &event, &[]);
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains("JSON values"), "{body}");
+    let batch = format!("[{event}]");
+    let (code, body) = ingest.post("/v1/events/batch", &batch, &[]);
+    assert_eq!(code, 413, "{body}");
+}
+
+#[test]
 fn fifty_connections_that_never_finish_their_headers_are_closed_by_the_server() {
     let env = TestEnv::new();
     let ingest = IngestProcess::start(&env, &["--header-read-timeout", "1s"]);

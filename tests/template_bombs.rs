@@ -2,14 +2,18 @@
 //! (filters and operators whose work minijinja's fuel does not count). Each
 //! is refused at `webhook add` within a couple of seconds, the command
 //! exiting normally; one a document triggers is Exhausted at emit, with the
-//! limit it hit, while the ingest answers and goes on serving.
+//! limit it hit, while the ingest answers and goes on serving; a batch of
+//! such documents costs one limit, not one per document; and a renderer
+//! that is not one refuses the emit with nothing recorded.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use hookfleet_core::model::DeliveryStatus;
-use hookfleet_testkit::{delivery_ids, run_within, IngestProcess, TestEnv, ENTITY, NOWHERE};
+use hookfleet_testkit::{
+    delivery_ids, run_within, IngestProcess, TempFile, TestEnv, ENTITY, NOWHERE,
+};
 
 /// An `on_submit` event of document `name` as the ingest takes it.
 fn event(name: &str, doc: serde_json::Value) -> String {
@@ -126,5 +130,107 @@ fn a_bomb_a_document_triggers_is_exhausted_through_the_ingest_which_goes_on_serv
             serde_json::from_str::<serde_json::Value>(&row.body).unwrap(),
             json!({"order": "SO-ok", "a": ""})
         );
+    }
+}
+
+/// A template that runs out of time when a document asks it to.
+const TIME_BOMB_ON_DEMAND: &str = r#"{"order": "{{ doc.name }}", "a": "{% if doc.evil %}{{ ([0]*1000000000000)|sum }}{% endif %}"}"#;
+
+#[test]
+fn a_batch_of_documents_that_trip_a_limit_costs_two_limits_not_one_each() {
+    let env = TestEnv::new();
+    env.webhook_add(
+        "guarded",
+        ENTITY,
+        "on_submit",
+        NOWHERE,
+        &["--body-template", TIME_BOMB_ON_DEMAND],
+    )
+    .ok("webhook add");
+    let ingest = IngestProcess::start(&env, &[]);
+    let order = |name: &str, evil: bool| {
+        json!({"entity_type": ENTITY, "event": "on_submit", "name": name,
+               "doc": {"name": name, "evil": evil}})
+    };
+    // A lone bad document spares its batch mates; twenty do not cost twenty
+    // seconds.
+    const EVIL: usize = 20;
+    let mut batch = vec![order("SO-evil-0", true), order("SO-spared", false)];
+    batch.extend((1..EVIL).map(|i| order(&format!("SO-evil-{i}"), true)));
+    batch.push(order("SO-late", false));
+    let started = Instant::now();
+    let (code, body) = ingest.post("/v1/events/batch", json!(batch).to_string(), &[]);
+    let took = started.elapsed();
+    assert_eq!(code, 202, "{body}");
+    // Two seconds of CPU (LIMITS_PER_TEMPLATE_PER_CALL), the rest refused at
+    // once: well under the twenty one limit per document would take.
+    assert!(took < Duration::from_secs(8), "answered in {took:?}");
+    let rows = env.rows();
+    assert_eq!(rows.len(), EVIL + 2);
+    let row_of = |name: &str| rows.iter().find(|r| r.entity_name == name).expect("a row");
+    let spared = row_of("SO-spared");
+    assert_eq!(spared.status, DeliveryStatus::Queued, "{spared:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&spared.body).unwrap(),
+        json!({"order": "SO-spared", "a": ""})
+    );
+    let late = row_of("SO-late");
+    assert!(
+        late.error.as_deref().unwrap_or("").contains("not rendered"),
+        "past the template's two limits, a good document is refused too: {late:?}"
+    );
+    let exhausted: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status == DeliveryStatus::Exhausted)
+        .collect();
+    assert_eq!(
+        exhausted.len(),
+        EVIL + 1,
+        "every bad document, and the one after the second limit"
+    );
+    let mut hit = 0;
+    let mut refused = 0;
+    for row in &exhausted {
+        let error = row.error.as_deref().unwrap_or("");
+        if error.contains("not rendered") {
+            assert!(error.contains("ran longer than its limit"), "{row:?}");
+            refused += 1;
+        } else {
+            assert!(error.contains("limit"), "{row:?}");
+            hit += 1;
+        }
+    }
+    assert_eq!(hit, 2, "two limits were spent on the template");
+    assert_eq!(refused, EVIL - 1);
+}
+
+#[test]
+fn a_renderer_that_is_not_one_refuses_the_emit_and_records_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.webhook_add(
+        "templated",
+        ENTITY,
+        "on_submit",
+        NOWHERE,
+        &["--body-template", TIME_BOMB_ON_DEMAND],
+    )
+    .ok("webhook add");
+    // One exits at once; the other answers the handshake with something
+    // else and would then hang.
+    let impostor = TempFile::new("#!/bin/sh\necho not-a-renderer\nexec sleep 60\n");
+    std::fs::set_permissions(impostor.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    for program in ["/bin/true", impostor.path()] {
+        let ingest = IngestProcess::start_with_env(&env, &[], &[("HOOKFLEET_RENDERER", program)]);
+        let started = Instant::now();
+        let (code, body) = ingest.post("/v1/events", event("SO-1", json!({"name": "SO-1"})), &[]);
+        assert_eq!(code, 503, "{program}: {body}");
+        assert!(
+            started.elapsed() < REFUSED_WITHIN,
+            "{program}: refused in {:?}",
+            started.elapsed()
+        );
+        assert!(env.rows().is_empty(), "{program}: nothing was recorded");
     }
 }

@@ -53,6 +53,50 @@ proptest! {
     }
 }
 
+/// Any JSON value, a few levels deep, with strings made of the characters
+/// that matter to JSON.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "[\"\\\\{}:,\\[\\] a-z\u{0}-\u{1f}]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map("[a-z\",:]{0,4}", inner, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Whatever type the document gives a field, in a quoted position or a
+    /// bare one, the body has the template's structure: the quoted ones are
+    /// strings, the bare ones the values themselves.
+    #[test]
+    fn no_value_of_any_type_changes_the_structure_in_any_position(
+        quoted in any_json(),
+        bare in any_json(),
+        element in any_json(),
+    ) {
+        let t = r#"{"quoted": "a {{ doc.q }} b", "bare": {{ doc.b }}, "list": [{{ doc.e }}, 1]}"#;
+        let compiled = Compiled::compile(&body_template(t)).expect("compiles");
+        let doc = json!({"q": quoted, "b": bare, "e": element});
+        let body = compiled.render_all(&doc).expect("renders").body.expect("a body");
+        let parsed: serde_json::Map<String, Value> =
+            serde_json::from_str(&body).map_err(|e| TestCaseError::fail(format!("{e}: {body}")))?;
+        prop_assert_eq!(parsed.len(), 3, "{}", body);
+        prop_assert!(parsed["quoted"].is_string(), "{}", body);
+        prop_assert_eq!(&parsed["bare"], &bare);
+        prop_assert_eq!(parsed["list"].as_array().map(Vec::len), Some(2), "{}", body);
+        prop_assert_eq!(&parsed["list"][0], &element);
+    }
+}
+
 /// Body templates that ask for work or memory of `10^exponent`.
 fn demanding() -> impl Strategy<Value = String> {
     prop_oneof![

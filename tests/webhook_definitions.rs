@@ -125,13 +125,13 @@ fn webhook_add_refuses_a_dynamic_url_template_that_does_not_compile() {
 
 #[test]
 fn webhook_add_refuses_a_body_template_that_does_not_render_to_json_on_the_sample() {
-    // The name renders unquoted: `{"a": SAMPLE-0001}`.
+    // Two values side by side: `{"a": "SAMPLE-0001" "SAMPLE-0001"}`.
     assert_add_refused(
         &[
             "--url",
             "http://127.0.0.1/x",
             "--body-template",
-            r#"{"a": {{ doc.name }}}"#,
+            r#"{"a": {{ doc.name }} {{ doc.name }}}"#,
         ],
         &["did not render to json", "SAMPLE-0001"],
     );

@@ -179,9 +179,15 @@ impl IngestProcess {
     /// Starts the ingest with `extra` flags and waits until `GET /healthz`
     /// answers 200.
     pub fn start(env: &TestEnv, extra: &[&str]) -> IngestProcess {
+        IngestProcess::start_with_env(env, extra, &[])
+    }
+
+    /// Like [`IngestProcess::start`], with extra environment variables.
+    pub fn start_with_env(env: &TestEnv, extra: &[&str], vars: &[(&str, &str)]) -> IngestProcess {
         let listen = format!("127.0.0.1:{}", free_port());
         let mut cmd = env.command("hookfleet-producer");
         cmd.args(["serve", "--listen", &listen]).args(extra);
+        cmd.envs(vars.iter().copied());
         let mut ingest = IngestProcess {
             process: FleetProcess::spawn(cmd),
             base: format!("http://{listen}"),

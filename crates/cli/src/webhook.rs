@@ -337,10 +337,11 @@ impl<'a> WebhookView<'a> {
                 }],
             }
         } else {
+            let content_type = w.content_type().ok().flatten().unwrap_or_default();
             w.header_names()
                 .into_iter()
                 .map(|key| HeaderView {
-                    value: display_header_value(&key, "", false),
+                    value: display_header_value(&key, &content_type, false),
                     key,
                 })
                 .collect()

@@ -259,6 +259,21 @@ impl Webhook {
             .collect()
     }
 
+    /// The static Content-Type header's value, if the webhook sets one (it is
+    /// stored as it is; opened if an older version sealed it).
+    pub fn content_type(&self) -> Result<Option<String>, HeaderError> {
+        let stored = parse_headers(&self.headers).map_err(HeaderError::Malformed)?;
+        stored
+            .into_iter()
+            .find(|h| h.key.eq_ignore_ascii_case("content-type"))
+            .map(|h| {
+                at_rest::keyring()
+                    .open(&h.value, Purpose::HeaderValue)
+                    .map_err(|e| HeaderError::Sealed(h.key.clone(), e))
+            })
+            .transpose()
+    }
+
     /// The static headers' names (no value is opened).
     pub fn header_names(&self) -> Vec<String> {
         parse_headers(&self.headers)
@@ -480,7 +495,12 @@ impl From<&WebhookSpec> for WebhookRow {
             .iter()
             .map(|h| Header {
                 key: h.key.clone(),
-                value: ring.seal(&h.value, Purpose::HeaderValue),
+                // The body's type is no credential, and emitters read it.
+                value: if h.key.eq_ignore_ascii_case("content-type") {
+                    h.value.clone()
+                } else {
+                    ring.seal(&h.value, Purpose::HeaderValue)
+                },
             })
             .collect();
         WebhookRow {

@@ -50,8 +50,9 @@ pub struct RequestBuilder {
 pub enum AllowedHosts {
     /// A static URL: nothing rendered, nothing to pin.
     Static,
-    /// `host` or `host:port` entries, compared without case.
-    These(Vec<String>),
+    /// `host` or `host:port` entries, compared without case, under the
+    /// scheme the URL template writes.
+    These { scheme: String, hosts: Vec<String> },
     /// The URL template renders its host and names no allowed host: refused
     /// at add, Exhausted at emit.
     Unpinned,
@@ -60,14 +61,35 @@ pub enum AllowedHosts {
 impl AllowedHosts {
     /// The hosts `webhook`'s rendered URLs may have.
     pub fn of(webhook: &Webhook) -> AllowedHosts {
-        if !webhook.dynamic_url {
+        Self::for_template(
+            webhook.dynamic_url,
+            &webhook.request_url,
+            &webhook.allowed_hosts,
+        )
+    }
+
+    /// The hosts a URL template (`dynamic`) may render to, given the hosts
+    /// named for it.
+    pub fn for_template(dynamic: bool, url: &str, allowed: &[String]) -> AllowedHosts {
+        if !dynamic {
             return AllowedHosts::Static;
         }
-        if !webhook.allowed_hosts.is_empty() {
-            return AllowedHosts::These(webhook.allowed_hosts.clone());
+        // The scheme must be written: a document choosing it could send the
+        // credentials in the clear.
+        let Some(scheme) = literal_scheme(url) else {
+            return AllowedHosts::Unpinned;
+        };
+        if !allowed.is_empty() {
+            return AllowedHosts::These {
+                scheme,
+                hosts: allowed.to_vec(),
+            };
         }
-        match literal_host(&webhook.request_url) {
-            Some(host) => AllowedHosts::These(vec![host]),
+        match literal_host(url) {
+            Some(host) => AllowedHosts::These {
+                scheme,
+                hosts: vec![host],
+            },
             None => AllowedHosts::Unpinned,
         }
     }
@@ -84,9 +106,15 @@ impl AllowedHosts {
         match self {
             AllowedHosts::Static => Ok(()),
             AllowedHosts::Unpinned => Err(RenderError::Url(
-                "the URL template renders its host and the webhook names no allowed host (--allowed-host)".into(),
+                "the URL template renders its scheme, or its host with no allowed host named (--allowed-host)".into(),
             )),
-            AllowedHosts::These(entries) => {
+            AllowedHosts::These { scheme, .. } if url.scheme() != scheme => {
+                Err(RenderError::Url(format!(
+                    "the URL renders to scheme {}, not the template's {scheme}",
+                    url.scheme()
+                )))
+            }
+            AllowedHosts::These { hosts: entries, .. } => {
                 let allowed = entries.iter().filter_map(|e| parse_host_entry(e)).any(
                     |(h, port)| {
                         h == host
@@ -141,6 +169,13 @@ pub fn parse_host_entry(entry: &str) -> Option<(String, Option<u16>)> {
         None => None,
     };
     Some((host.to_ascii_lowercase(), port))
+}
+
+/// The scheme (`http` or `https`) a URL template writes literally, if it
+/// does.
+pub fn literal_scheme(template: &str) -> Option<String> {
+    let scheme = template.trim().split_once("://")?.0.to_ascii_lowercase();
+    matches!(scheme.as_str(), "http" | "https").then_some(scheme)
 }
 
 /// The host (and port, if written) of a URL template whose authority is
@@ -213,13 +248,8 @@ impl RequestBuilder {
         RequestBuilder {
             fields: webhook.field_mappings(),
             content_type: webhook
-                .header_list()
-                .map(|hs| {
-                    hs.into_iter()
-                        .find(|h| h.key.eq_ignore_ascii_case("content-type"))
-                        .map(|h| h.value)
-                        .unwrap_or_else(|| webhook.structure().content_type().into())
-                })
+                .content_type()
+                .map(|ct| ct.unwrap_or_else(|| webhook.structure().content_type().into()))
                 .map_err(|e| RenderError::Template(e.to_string())),
             hosts: AllowedHosts::of(&webhook),
             templates: (!templates.is_empty()).then(|| Arc::new(templates)),
@@ -361,7 +391,7 @@ pub fn check_templates(
     let builder = RequestBuilder::new(webhook, true);
     if builder.hosts == AllowedHosts::Unpinned {
         return Err(RenderError::Url(
-            "the URL template renders its host: name the hosts it may reach with --allowed-host HOST[:PORT]".into(),
+            "the URL template must write its scheme (http:// or https://) and, if it renders its host, name the hosts it may reach with --allowed-host HOST[:PORT]".into(),
         ));
     }
     let Some(templates) = &builder.templates else {

@@ -4,27 +4,36 @@
 //! is one instruction; `"x" * 10**8 ~ …` allocates gigabytes in a handful),
 //! and a thread cannot be stopped. So every render happens in a **renderer**:
 //! a child process whose address space the kernel caps
-//! ([`TEMPLATE_MEMORY_LIMIT`]) and which the parent kills when a render
-//! passes its time limit ([`TEMPLATE_TIME_LIMIT`]). A template that would
-//! hang, crash or balloon takes down only its renderer; the parent reports
-//! the limit it hit and starts another.
+//! ([`TEMPLATE_MEMORY_LIMIT`]) and which the parent kills when a render has
+//! used [`TEMPLATE_TIME_LIMIT`] of CPU. A template that would hang, crash or
+//! balloon takes down only its renderer; the parent reports the limit it hit
+//! and starts another.
 //!
 //! The renderer is this very program started with [`RENDERER_ARG`]: each
 //! binary that renders calls [`serve_if_renderer`] first thing in `main`. A
 //! program embedding the producer library does the same, or names another
 //! program with [`use_program`] (tests name `hookfleet-producer`) or the
-//! `HOOKFLEET_RENDERER` variable.
+//! `HOOKFLEET_RENDERER` variable. The renderer starts with an empty
+//! environment (no database URL, key or token within a template's reach) and
+//! greets its parent, so a program that is not a renderer is found at once.
+//!
+//! Bounds on the parent's side: at most one renderer per core is busy at a
+//! time (others wait up to [`RENDER_QUEUE_TIMEOUT`]); a template that hit a
+//! limit is not rendered again in the same call (its other documents fail
+//! with the same reason); a call gets [`CALL_BUDGET`] of wall time in all.
 //!
 //! Protocol: frames of a little-endian `u32` length and a JSON document.
-//! The parent sends one request (templates, documents, jobs); the renderer
-//! answers one frame per job, in order, as each finishes, so the parent
-//! knows which job was running when a limit was hit.
+//! The renderer sends a hello frame; then the parent sends one request
+//! (templates, documents, jobs) and the renderer answers one frame per job,
+//! in order, as each finishes, so the parent knows which job was running
+//! when a limit was hit.
 
 use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -41,37 +50,53 @@ pub const RENDERER_ARG: &str = "__hookfleet-render";
 /// program).
 pub const RENDERER_ENV: &str = "HOOKFLEET_RENDERER";
 
-/// The longest one render may take. Real templates render in microseconds;
-/// a second is a template doing something no webhook needs.
+/// The CPU time one render may use. Real templates render in microseconds;
+/// a second is a template doing something no webhook needs. CPU, not wall
+/// time: a loaded machine does not make an ordinary template fail.
 pub const TEMPLATE_TIME_LIMIT: Duration = Duration::from_secs(1);
 
-/// The time limit for a template that already hit a limit earlier in the same
-/// batch: a document-dependent bomb repeated over a batch of a thousand
-/// events costs a second once, not a thousand times.
-pub const REPEAT_OFFENDER_TIME_LIMIT: Duration = Duration::from_millis(50);
+/// The wall time one render may take however little CPU it got: a render
+/// starved this long is given up (the machine is overloaded).
+pub const TEMPLATE_WALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// The wall time all the renders of one call may take: a batch of a
+/// thousand documents each just under the limit costs this, not a thousand
+/// seconds. Jobs left when it runs out fail with the reason.
+pub const CALL_BUDGET: Duration = Duration::from_secs(30);
+
+/// How long a call waits for a renderer when every core's is busy.
+pub const RENDER_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a renderer has to greet its parent after it starts.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The renderer's address space. A document is at most 4 MiB and a body
-/// 1 MiB, and the renderer holds one batch's documents and one render at a
+/// 1 MiB, and the renderer holds one request's documents and one render at a
 /// time; this leaves room for both many times over, and stops a template
 /// that would grow to gigabytes at a quarter of one.
 pub const TEMPLATE_MEMORY_LIMIT: u64 = 768 * 1024 * 1024;
 
-/// The most document bytes sent to a renderer in one request: a 32 MiB
-/// ingest batch goes over in a few requests, so the renderer's memory is
-/// spent on rendering, not on holding the batch.
-pub const REQUEST_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
+/// The most document and template bytes sent to a renderer in one request:
+/// a 32 MiB ingest batch goes over in a few requests, so the renderer's
+/// memory is spent on rendering, not on holding the batch.
+pub const REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
-/// The largest frame either side accepts: a request's documents and
-/// templates, or one job's answer (a body is at most 2 MiB before trimming).
+/// The largest frame either side accepts: a request (one document may be
+/// 4 MiB, and a request is cut at [`REQUEST_BYTES`] after it), or one job's
+/// answer (a body is at most 2 MiB before trimming).
 const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 /// A renderer that outlives a render by this much while its parent has gone
 /// (so nobody will kill it) exits by itself.
 const ORPHAN_GRACE: Duration = Duration::from_secs(10);
 
-/// Renderers kept idle for the next render: one per core covers every
-/// render a process runs at once; more would only hold memory.
-fn idle_limit() -> usize {
+/// How often the parent looks at a busy renderer's CPU time.
+const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// What a renderer says first.
+const HELLO: &str = "hookfleet-renderer/1";
+
+fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
@@ -98,6 +123,53 @@ fn program() -> Result<PathBuf, RenderError> {
         .map_err(|e| RenderError::Renderer(format!("cannot find this program to render: {e}")))
 }
 
+/// Busy renderers, at most one per core: a flood of requests queues here
+/// instead of starting a renderer (of up to 768 MiB) each.
+struct Slots {
+    busy: Mutex<usize>,
+    freed: Condvar,
+}
+
+static SLOTS: Slots = Slots {
+    busy: Mutex::new(0),
+    freed: Condvar::new(),
+};
+
+/// A busy renderer's place; freed on drop.
+struct Slot;
+
+impl Slot {
+    fn take() -> Result<Slot, RenderError> {
+        let deadline = Instant::now() + RENDER_QUEUE_TIMEOUT;
+        let mut busy = SLOTS.busy.lock().expect("render slots lock");
+        while *busy >= cores() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(RenderError::Renderer(format!(
+                    "every template renderer stayed busy for {} s",
+                    RENDER_QUEUE_TIMEOUT.as_secs()
+                )));
+            }
+            busy = SLOTS
+                .freed
+                .wait_timeout(busy, left)
+                .expect("render slots lock")
+                .0;
+        }
+        *busy += 1;
+        Ok(Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut busy) = SLOTS.busy.lock() {
+            *busy -= 1;
+        }
+        SLOTS.freed.notify_one();
+    }
+}
+
 /// One render: a webhook's templates on one document.
 #[derive(Debug, Clone)]
 pub struct Job<'a> {
@@ -121,7 +193,7 @@ struct OwnedRequest {
     jobs: Vec<(usize, usize)>,
 }
 
-/// A running renderer.
+/// A running renderer. Dropping it kills it.
 struct Renderer {
     child: Child,
     stdin: ChildStdin,
@@ -135,9 +207,15 @@ impl Renderer {
         let program = program()?;
         let mut child = Command::new(&program)
             .arg(RENDERER_ARG)
+            // Nothing of the parent's environment (a database URL, a key, a
+            // token) within a template's reach.
+            .env_clear()
             // One malloc arena: the address-space cap then measures what the
             // renderer uses, not what glibc reserves per thread.
             .env("MALLOC_ARENA_MAX", "1")
+            // Its own process group: a Ctrl-C meant for the parent does not
+            // kill a render in progress (the parent closes the pipe instead).
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -151,7 +229,7 @@ impl Renderer {
         let stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = child.stdout.take().expect("piped stdout");
         let (tx, frames) = mpsc::channel();
-        std::thread::Builder::new()
+        let reader = std::thread::Builder::new()
             .name("renderer-reader".into())
             .spawn(move || {
                 while let Ok(Some(frame)) = read_frame(&mut stdout) {
@@ -159,16 +237,50 @@ impl Renderer {
                         return;
                     }
                 }
-            })
-            .map_err(|e| RenderError::Renderer(format!("cannot start a reader thread: {e}")))?;
-        Ok(Renderer {
+            });
+        let renderer = Renderer {
             child,
             stdin,
             frames,
-        })
+        };
+        if let Err(e) = reader {
+            return Err(RenderError::Renderer(format!(
+                "cannot start a reader thread: {e}"
+            )));
+        }
+        match renderer.frames.recv_timeout(HELLO_TIMEOUT) {
+            Ok(hello) if hello == HELLO.as_bytes() => Ok(renderer),
+            _ => Err(RenderError::Renderer(format!(
+                "{} did not answer as a template renderer (a program embedding hookfleet calls \
+                 hookfleet_core::sandbox::serve_if_renderer() first in main, or names a renderer \
+                 with {RENDERER_ENV})",
+                program.display()
+            ))),
+        }
     }
 
-    fn kill(mut self) {
+    /// CPU seconds (user and system) the renderer has used, from the kernel.
+    fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // Linux reports in USER_HZ, 100 on every platform it runs on.
+        Some(Duration::from_millis(ticks * 10))
+    }
+
+    /// Kills it and says why it had died, if it had: a renderer killed by
+    /// the kernel or aborting on an allocation ran out of memory.
+    fn finish(mut self) -> Option<std::process::ExitStatus> {
+        let exited = self.child.try_wait().ok().flatten();
+        let _ = self.child.kill();
+        let status = self.child.wait().ok();
+        exited.or(status)
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -210,34 +322,118 @@ fn idle_renderer() -> Result<Renderer, RenderError> {
 
 fn return_renderer(r: Renderer) {
     let mut idle = IDLE.lock().expect("idle renderers lock");
-    if idle.len() < idle_limit() {
+    if idle.len() < cores() {
         idle.push(r);
-    } else {
-        drop(idle);
-        r.kill();
     }
 }
 
-/// Renders every job in renderers, each within [`TEMPLATE_TIME_LIMIT`] and
-/// [`TEMPLATE_MEMORY_LIMIT`]; one result per job, in order. Blocking: call
-/// it from a blocking thread.
+/// How one job's wait ended.
+enum Waited {
+    Answer(Vec<u8>),
+    /// It used the CPU limit, or the wall limit, or the call's budget.
+    TooLong(RenderError),
+    /// The renderer died.
+    Died,
+}
+
+/// Waits for the renderer's next answer while the render uses less than the
+/// CPU limit, less than the wall limit, and the call's budget lasts.
+fn wait_answer(renderer: &Renderer, call_deadline: Instant) -> Waited {
+    let started = Instant::now();
+    let cpu_start = renderer.cpu_time();
+    loop {
+        match renderer.frames.recv_timeout(CPU_CHECK_EVERY) {
+            Ok(frame) => return Waited::Answer(frame),
+            Err(RecvTimeoutError::Disconnected) => return Waited::Died,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let cpu_used = match (cpu_start, renderer.cpu_time()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            // No /proc: wall time stands in for CPU time.
+            _ => started.elapsed(),
+        };
+        if cpu_used >= TEMPLATE_TIME_LIMIT {
+            return Waited::TooLong(RenderError::TimeLimit {
+                limit_ms: TEMPLATE_TIME_LIMIT.as_millis() as u64,
+            });
+        }
+        if started.elapsed() >= TEMPLATE_WALL_LIMIT || Instant::now() >= call_deadline {
+            return Waited::TooLong(RenderError::Renderer(
+                "rendering took too long on an overloaded machine".into(),
+            ));
+        }
+    }
+}
+
+/// How many times one template may hit a limit within one call before its
+/// remaining documents are refused unrendered. A document that trips a
+/// limit is its template's bug, and a batch mate of a lone such document
+/// deserves its render; but each hit costs a full limit (a second of CPU, a
+/// renderer), so a batch of many such documents costs a template this many
+/// limits, not one per document.
+pub const LIMITS_PER_TEMPLATE_PER_CALL: usize = 2;
+
+/// Renders every job in renderers, each within [`TEMPLATE_TIME_LIMIT`] of
+/// CPU and [`TEMPLATE_MEMORY_LIMIT`]; one result per job, in order.
+/// [`RenderError::Renderer`] means the renderers, not the template, failed
+/// (callers record nothing for it). Blocking: call it from a blocking thread.
 pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
-    let mut results: Vec<Result<Rendered, RenderError>> = Vec::with_capacity(jobs.len());
-    // Templates that hit a limit in this call: their next jobs get less time.
-    let mut offenders: Vec<u64> = Vec::new();
-    while results.len() < jobs.len() {
-        let start = results.len();
-        let (request, end) = encode_request(jobs, start);
-        let mut renderer = match idle_renderer() {
+    let mut results: Vec<Option<Result<Rendered, RenderError>>> = vec![None; jobs.len()];
+    let call_deadline = Instant::now() + CALL_BUDGET;
+    // Every limit a template hit in this call. Once it has hit
+    // LIMITS_PER_TEMPLATE_PER_CALL, its other documents are not rendered.
+    let mut offenders: Vec<(*const Templates, RenderError)> = Vec::new();
+    let offence = |offenders: &Vec<(*const Templates, RenderError)>, job: &Job<'_>| {
+        let hits: Vec<&RenderError> = offenders
+            .iter()
+            .filter(|(t, _)| *t == Arc::as_ptr(job.templates))
+            .map(|(_, e)| e)
+            .collect();
+        (hits.len() >= LIMITS_PER_TEMPLATE_PER_CALL).then(|| {
+            RenderError::Template(format!(
+                "not rendered: this webhook's template hit its limits on {} other documents \
+                 of the same batch (last: {})",
+                hits.len(),
+                hits[hits.len() - 1]
+            ))
+        })
+    };
+    let _slot = match Slot::take() {
+        Ok(s) => s,
+        Err(e) => return jobs.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let mut next = 0;
+    while next < jobs.len() {
+        if let Some(e) = offence(&offenders, &jobs[next]) {
+            results[next] = Some(Err(e));
+            next += 1;
+            continue;
+        }
+        if Instant::now() >= call_deadline {
+            results[next] = Some(Err(RenderError::Renderer(format!(
+                "the batch's rendering took over {} s",
+                CALL_BUDGET.as_secs()
+            ))));
+            next += 1;
+            continue;
+        }
+        let pending: Vec<usize> = (next..jobs.len())
+            .filter(|&i| offence(&offenders, &jobs[i]).is_none())
+            .collect();
+        let (request, sent) = encode_request(jobs, &pending);
+        let renderer = match idle_renderer() {
             Ok(r) => r,
             Err(e) => {
-                results.extend((start..jobs.len()).map(|_| Err(e.clone())));
+                for r in results.iter_mut().skip(next) {
+                    r.get_or_insert_with(|| Err(e.clone()));
+                }
                 break;
             }
         };
+        let mut renderer = renderer;
         if write_frame(&mut renderer.stdin, &request).is_err() {
             // An idle renderer that died meanwhile: start a fresh one.
-            renderer.kill();
+            drop(renderer);
             match Renderer::start().and_then(|mut r| {
                 write_frame(&mut r.stdin, &request)
                     .map(|_| r)
@@ -245,63 +441,80 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
             }) {
                 Ok(r) => renderer = r,
                 Err(e) => {
-                    results.extend((start..jobs.len()).map(|_| Err(e.clone())));
+                    for r in results.iter_mut().skip(next) {
+                        r.get_or_insert_with(|| Err(e.clone()));
+                    }
                     break;
                 }
             }
         }
-        let mut alive = true;
-        for job in &jobs[start..end] {
-            let key = job.templates.key();
-            let limit = if offenders.contains(&key) {
-                REPEAT_OFFENDER_TIME_LIMIT
-            } else {
-                TEMPLATE_TIME_LIMIT
-            };
-            match renderer.frames.recv_timeout(limit) {
-                Ok(frame) => {
+        let mut renderer = Some(renderer);
+        for &i in &pending[..sent] {
+            let Some(live) = renderer.as_ref() else { break };
+            let outcome = match wait_answer(live, call_deadline) {
+                Waited::Answer(frame) => {
                     match serde_json::from_slice::<Result<Rendered, RenderError>>(&frame) {
-                        Ok(r) => results.push(r),
-                        Err(e) => {
-                            results.push(Err(RenderError::Renderer(format!(
-                                "unreadable answer from the renderer: {e}"
-                            ))));
-                            alive = false;
-                            break;
-                        }
+                        Ok(r) => Ok(r),
+                        Err(e) => Err(RenderError::Renderer(format!(
+                            "unreadable answer from the renderer: {e}"
+                        ))),
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    offenders.push(key);
-                    results.push(Err(RenderError::TimeLimit {
-                        limit_ms: limit.as_millis() as u64,
-                    }));
-                    alive = false;
-                    break;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    offenders.push(key);
-                    results.push(Err(RenderError::MemoryLimit {
-                        limit_mib: TEMPLATE_MEMORY_LIMIT >> 20,
-                    }));
-                    alive = false;
+                Waited::TooLong(e) => Err(e),
+                Waited::Died => Err(RenderError::MemoryLimit {
+                    limit_mib: TEMPLATE_MEMORY_LIMIT >> 20,
+                }),
+            };
+            match outcome {
+                Ok(r) => results[i] = Some(r),
+                Err(mut e) => {
+                    let status = renderer.take().and_then(Renderer::finish);
+                    if matches!(e, RenderError::MemoryLimit { .. }) && !died_of_memory(status) {
+                        e = RenderError::Renderer(format!(
+                            "the renderer ended unexpectedly ({})",
+                            status.map(|s| s.to_string()).unwrap_or_default()
+                        ));
+                    }
+                    if matches!(
+                        e,
+                        RenderError::TimeLimit { .. } | RenderError::MemoryLimit { .. }
+                    ) {
+                        offenders.push((Arc::as_ptr(jobs[i].templates), e.clone()));
+                    }
+                    results[i] = Some(Err(e));
                     break;
                 }
             }
         }
-        if alive {
-            return_renderer(renderer);
-        } else {
-            renderer.kill();
+        if let Some(r) = renderer {
+            return_renderer(r);
         }
+        next = results
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(jobs.len());
     }
     results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(RenderError::Renderer("no answer".into()))))
+        .collect()
 }
 
-/// The request for the jobs from `start` on whose documents add up to
-/// [`REQUEST_DOCUMENT_BYTES`] (at least one job), and where it ends. Each
-/// document and each template set is sent once however many jobs use it.
-fn encode_request(jobs: &[Job<'_>], start: usize) -> (Vec<u8>, usize) {
+/// A renderer that ran out of memory aborts (SIGABRT, on a failed
+/// allocation) or is killed by the kernel (SIGKILL, the OOM killer).
+fn died_of_memory(status: Option<std::process::ExitStatus>) -> bool {
+    const SIGABRT: i32 = 6;
+    const SIGKILL: i32 = 9;
+    status
+        .and_then(|s| s.signal())
+        .is_some_and(|sig| sig == SIGABRT || sig == SIGKILL)
+}
+
+/// The request for the jobs `pending` (indexes into `jobs`), cut once its
+/// documents and templates add up to [`REQUEST_BYTES`] (at least one job),
+/// and how many of them it holds. Each document and each template set is
+/// sent once however many jobs use it.
+fn encode_request(jobs: &[Job<'_>], pending: &[usize]) -> (Vec<u8>, usize) {
     let mut request = Request {
         templates: Vec::new(),
         docs: Vec::new(),
@@ -310,38 +523,57 @@ fn encode_request(jobs: &[Job<'_>], start: usize) -> (Vec<u8>, usize) {
     let mut template_at: Vec<(*const Templates, usize)> = Vec::new();
     let mut doc_at: Vec<(*const Value, usize)> = Vec::new();
     let mut bytes = 0usize;
-    let mut end = start;
-    while end < jobs.len() {
-        let job = &jobs[end];
+    let mut sent = 0;
+    for &i in pending {
+        let job = &jobs[i];
+        let mut added = 0;
         let d_ptr = job.doc as *const Value;
-        let d = match doc_at.iter().find(|(p, _)| *p == d_ptr) {
-            Some((_, i)) => *i,
+        let doc_text = match doc_at.iter().find(|(p, _)| *p == d_ptr) {
+            Some(_) => None,
             None => {
                 let text = serde_json::to_string(job.doc).unwrap_or_else(|_| "null".into());
-                if end > start && bytes + text.len() > REQUEST_DOCUMENT_BYTES {
-                    break;
-                }
-                bytes += text.len();
+                added += text.len();
+                Some(text)
+            }
+        };
+        let t_ptr = Arc::as_ptr(job.templates);
+        let new_template = !template_at.iter().any(|(p, _)| *p == t_ptr);
+        if new_template {
+            added += job.templates.source_len();
+        }
+        if sent > 0 && bytes + added > REQUEST_BYTES {
+            break;
+        }
+        bytes += added;
+        let d = match doc_text {
+            Some(text) => {
                 let raw = RawValue::from_string(text)
                     .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("JSON"));
                 request.docs.push(raw);
                 doc_at.push((d_ptr, request.docs.len() - 1));
                 request.docs.len() - 1
             }
+            None => doc_at
+                .iter()
+                .find(|(p, _)| *p == d_ptr)
+                .map(|(_, i)| *i)
+                .unwrap_or(0),
         };
-        let t_ptr = Arc::as_ptr(job.templates);
-        let t = match template_at.iter().find(|(p, _)| *p == t_ptr) {
-            Some((_, i)) => *i,
-            None => {
-                request.templates.push(job.templates);
-                template_at.push((t_ptr, request.templates.len() - 1));
-                request.templates.len() - 1
-            }
+        let t = if new_template {
+            request.templates.push(job.templates);
+            template_at.push((t_ptr, request.templates.len() - 1));
+            request.templates.len() - 1
+        } else {
+            template_at
+                .iter()
+                .find(|(p, _)| *p == t_ptr)
+                .map(|(_, i)| *i)
+                .unwrap_or(0)
         };
         request.jobs.push((t, d));
-        end += 1;
+        sent += 1;
     }
-    (serde_json::to_vec(&request).unwrap_or_default(), end)
+    (serde_json::to_vec(&request).unwrap_or_default(), sent)
 }
 
 /// If this process was started as a renderer, serves until its parent
@@ -371,13 +603,16 @@ fn serve() -> std::process::ExitCode {
         .spawn(move || loop {
             std::thread::sleep(TEMPLATE_TIME_LIMIT);
             let since = *watched.lock().expect("watchdog lock");
-            if since.is_some_and(|t| t.elapsed() > TEMPLATE_TIME_LIMIT + ORPHAN_GRACE) {
+            if since.is_some_and(|t| t.elapsed() > TEMPLATE_WALL_LIMIT + ORPHAN_GRACE) {
                 std::process::exit(3);
             }
         });
     let mut cache = CompiledCache::default();
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
+    if write_frame(&mut stdout, HELLO.as_bytes()).is_err() {
+        return std::process::ExitCode::from(2);
+    }
     loop {
         let frame = match read_frame(&mut stdin) {
             Ok(Some(f)) => f,

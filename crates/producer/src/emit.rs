@@ -25,7 +25,7 @@ use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver;
-use hookfleet_core::error::{Refusal, StoreError};
+use hookfleet_core::error::{Refusal, RenderError, StoreError};
 use hookfleet_core::model::{
     check_event_id, new_event_id, parse_headers, process_identity, DeliveryStatus, NewDelivery,
     Webhook,
@@ -153,6 +153,10 @@ pub enum EmitError {
     /// Nothing was recorded.
     #[error("nothing was recorded: {0}")]
     Store(#[from] StoreError),
+    /// Nothing was recorded: a part of the producer (the template renderers)
+    /// could not do its work; trying again later may succeed.
+    #[error("nothing was recorded: {0}")]
+    Unavailable(String),
     /// A workflow_transition could not be delivered (recorded Exhausted).
     #[error("workflow_transition failed: {}", describe_failures(.failures))]
     WorkflowTransition {
@@ -273,7 +277,7 @@ fn plan(
     catalog: &Catalog,
     policy: &NetworkPolicy,
     queue_grace: Duration,
-) -> Plan {
+) -> Result<Plan, EmitError> {
     // The final state of each document in the batch.
     let mut final_doc: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
@@ -317,6 +321,16 @@ fn plan(
         .map(|p| (p.subscriber.as_ref(), doc_of(p)))
         .collect();
     let built_all = RequestBuilder::build_all(&pairs, policy);
+    // The renderers failing (not a template) records nothing: the emit fails
+    // and the caller tries again.
+    if let Some(Err(RenderError::Renderer(reason))) = built_all
+        .iter()
+        .find(|b| matches!(b, Err(RenderError::Renderer(_))))
+    {
+        return Err(EmitError::Unavailable(format!(
+            "templates could not be rendered: {reason}"
+        )));
+    }
     for (p, built) in plan.iter().zip(built_all) {
         let e = &events[p.event_index];
         let hook = &p.subscriber.webhook;
@@ -381,12 +395,12 @@ fn plan(
         }
         rows.push((row, hook.clone()));
     }
-    Plan {
+    Ok(Plan {
         rows,
         synchronous,
         unbuildable_transitions,
         superseded,
-    }
+    })
 }
 
 impl Producer {
@@ -429,20 +443,18 @@ impl Producer {
 
         let policy = self.config.policy.clone();
         let queue_grace = self.config.queue_grace;
-        let (
-            events,
-            Plan {
-                rows,
-                synchronous,
-                unbuildable_transitions,
-                superseded,
-            },
-        ) = tokio::task::spawn_blocking(move || {
+        let (events, plan) = tokio::task::spawn_blocking(move || {
             let p = plan(&events, &catalog, &policy, queue_grace);
             (events, p)
         })
         .await
-        .map_err(|e| EmitError::Invalid(format!("building the requests failed: {e}")))?;
+        .map_err(|e| EmitError::Unavailable(format!("building the requests failed: {e}")))?;
+        let Plan {
+            rows,
+            synchronous,
+            unbuildable_transitions,
+            superseded,
+        } = plan?;
 
         let (hooks, new_rows): (Vec<Arc<Webhook>>, Vec<NewDelivery>) =
             rows.into_iter().map(|(r, h)| (h, r)).unzip();

@@ -6,11 +6,11 @@
 //! it is locked down: it refuses to start on a non-loopback address without
 //! a non-empty token; a caller gets [`HEADER_READ_TIMEOUT`] to send its
 //! headers and [`BODY_READ_TIMEOUT`] its body; at most [`MAX_CONNECTIONS`]
-//! connections are served (more wait in the kernel's backlog); at most
-//! [`BATCHES_IN_PROGRESS`] batches are read and parsed at once, and a batch
-//! is split into raw events (sized) before any is parsed, so memory per
-//! request stays near its size; callers get generic errors, the details go
-//! to the log.
+//! connections are served (more wait in the kernel's backlog); requests in
+//! progress share a memory budget ([`MEMORY_BUDGET_MIB`]), each reserving
+//! what it may need before its body is read; a body is counted (bytes, JSON
+//! values) before it is parsed, and a batch is split into raw events first;
+//! callers get generic errors, the details go to the log.
 //!
 //! Status codes: 202 recorded (and queued, or to be swept); 400 the event is
 //! refused; 401 a token is configured and was not given; 413 too large;
@@ -51,14 +51,39 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// largest batch on a slow link.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The shortest token accepted: guessing 16 random characters is out of
+/// reach; a word is not.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// How long a stopping ingest waits for requests in progress: longer than a
+/// body read and an emit take.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(60);
+
 /// Connections served at once; more wait in the kernel's backlog. Callers
 /// are applications with a connection pool each, not browsers.
 pub const MAX_CONNECTIONS: usize = 512;
 
-/// Batches read and parsed at once: each holds up to 32 MiB and its events
-/// parsed, so this bounds the ingest's memory, while single events (4 MiB at
-/// most) are not held back.
-pub const BATCHES_IN_PROGRESS: usize = 2;
+/// The memory the ingest lets requests in progress take (MiB), shared by
+/// single events and batches: each request reserves what it may need before
+/// its body is read (more wait, their bodies still in the socket).
+pub const MEMORY_BUDGET_MIB: u32 = 512;
+
+/// What one event's request may need: a 4 MiB body and its values parsed
+/// (at most [`MAX_DOCUMENT_VALUES`]).
+pub const EVENT_RESERVATION_MIB: u32 = 32;
+
+/// What one batch's request may need: a 32 MiB body and its events parsed
+/// (at most [`MAX_BATCH_VALUES`]): two at a time.
+pub const BATCH_RESERVATION_MIB: u32 = 192;
+
+/// The most JSON values (numbers, strings, lists, objects…) one event may
+/// hold: a document of a few thousand fields and rows has tens of thousands.
+/// A parsed value takes tens of bytes where its text took two, so a 4 MiB
+/// array of zeros would take 64 MiB in memory; this bounds it.
+pub const MAX_DOCUMENT_VALUES: usize = 250_000;
+
+/// The most JSON values one batch may hold in all.
+pub const MAX_BATCH_VALUES: usize = 1_000_000;
 
 /// The ingest's limits (flags of `serve`; the constants above by default).
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +106,49 @@ impl Default for IngestLimits {
 struct Ingest {
     producer: Arc<Producer>,
     token: Option<String>,
-    batches: Semaphore,
+    /// [`MEMORY_BUDGET_MIB`] permits, one per MiB.
+    memory: Semaphore,
     body_read_timeout: Duration,
+}
+
+/// How many JSON values `raw` holds (counted on its text, before anything is
+/// parsed): a value per scalar or container.
+pub fn count_values(raw: &str) -> usize {
+    let mut values = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut in_scalar = false;
+    for b in raw.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                values += 1;
+                in_scalar = false;
+            }
+            b'[' | b'{' => {
+                values += 1;
+                in_scalar = false;
+            }
+            b',' | b':' | b']' | b'}' | b' ' | b'\n' | b'\r' | b'\t' => in_scalar = false,
+            _ => {
+                if !in_scalar {
+                    values += 1;
+                    in_scalar = true;
+                }
+            }
+        }
+    }
+    values
 }
 
 /// Why the ingest will not start.
@@ -92,6 +158,8 @@ pub enum ServeError {
     NoToken(SocketAddr),
     #[error("the token is empty; give a real one (or none, on a loopback address)")]
     EmptyToken,
+    #[error("the token is shorter than {MIN_TOKEN_LEN} characters; use a random one (e.g. openssl rand -hex 32)")]
+    ShortToken,
     #[error("cannot listen on {0}: {1}")]
     Listen(SocketAddr, std::io::Error),
 }
@@ -101,8 +169,15 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Compares without an early exit, so the time taken says nothing of the token.
+/// Compares digests without an early exit, so the time taken says nothing
+/// of the token, its length included.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
@@ -112,7 +187,9 @@ fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
         .unwrap_or("");
     same(given.as_bytes(), token.as_bytes())
 }
@@ -154,6 +231,13 @@ fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
     match result {
         Ok(report) => (StatusCode::ACCEPTED, Json(report)).into_response(),
         Err(EmitError::Invalid(msg)) => error(StatusCode::BAD_REQUEST, msg),
+        Err(EmitError::Unavailable(e)) => {
+            tracing::warn!(error = %e, "emit failed; nothing was recorded");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the event could not be processed now; nothing was recorded, try again later",
+            )
+        }
         Err(EmitError::Store(e)) => {
             // The details (which may name the server) go to the log only.
             tracing::warn!(error = %e, "emit failed; nothing was recorded");
@@ -219,6 +303,10 @@ async fn require_token(
 }
 
 async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    // Waiting here leaves the body in the socket, not in memory.
+    let Ok(_reserved) = ingest.memory.acquire_many(EVENT_RESERVATION_MIB).await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
+    };
     let body = match read_body(
         request.into_body(),
         MAX_DOCUMENT_BYTES,
@@ -229,7 +317,14 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let event: Event = match serde_json::from_slice(&body) {
+    let text = String::from_utf8_lossy(&body);
+    if count_values(&text) > MAX_DOCUMENT_VALUES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the event holds more than {MAX_DOCUMENT_VALUES} JSON values"),
+        );
+    }
+    let event: Event = match serde_json::from_str(&text) {
         Ok(e) => e,
         Err(e) => {
             return error(
@@ -243,7 +338,7 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
 
 async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
     // Waiting here leaves the body in the socket, not in memory.
-    let Ok(_permit) = ingest.batches.acquire().await else {
+    let Ok(_reserved) = ingest.memory.acquire_many(BATCH_RESERVATION_MIB).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
     };
     let body = match read_body(
@@ -282,6 +377,23 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
             format!("event {i} is over {MAX_DOCUMENT_BYTES} bytes"),
         );
     }
+    let mut values = 0;
+    for (i, r) in raw.iter().enumerate() {
+        let n = count_values(r.get());
+        if n > MAX_DOCUMENT_VALUES {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("event {i} holds more than {MAX_DOCUMENT_VALUES} JSON values"),
+            );
+        }
+        values += n;
+    }
+    if values > MAX_BATCH_VALUES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the batch holds more than {MAX_BATCH_VALUES} JSON values"),
+        );
+    }
     let mut batch = Batch::new();
     for (i, r) in raw.iter().enumerate() {
         match serde_json::from_str::<Event>(r.get()) {
@@ -299,7 +411,7 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
     let ingest = Arc::new(Ingest {
         producer,
         token,
-        batches: Semaphore::new(BATCHES_IN_PROGRESS),
+        memory: Semaphore::new(MEMORY_BUDGET_MIB as usize),
         body_read_timeout: limits.body_read_timeout,
     });
     Router::new()
@@ -317,6 +429,7 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
 pub fn check_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
     match token {
         Some(t) if t.trim().is_empty() => Err(ServeError::EmptyToken),
+        Some(t) if t.trim().chars().count() < MIN_TOKEN_LEN => Err(ServeError::ShortToken),
         None if !listen.ip().is_loopback() => Err(ServeError::NoToken(listen)),
         _ => Ok(()),
     }
@@ -376,6 +489,11 @@ pub async fn serve(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(SHUTDOWN_WAIT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in progress after the shutdown wait; stopping anyway");
+    }
     Ok(())
 }

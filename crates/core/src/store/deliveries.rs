@@ -37,6 +37,7 @@ use crate::model::{
     NewDelivery,
 };
 use crate::queue::Enqueue;
+use crate::render::AllowedHosts;
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
 use crate::sign::SigningKeys;
 
@@ -169,6 +170,14 @@ struct ClaimRow {
     /// The webhook's static headers, values sealed.
     #[diesel(sql_type = Jsonb)]
     static_headers: serde_json::Value,
+    /// The webhook's URL (a template when dynamic) and allowed hosts as they
+    /// are now.
+    #[diesel(sql_type = Text)]
+    request_url: String,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    dynamic_url: bool,
+    #[diesel(sql_type = Array<Text>)]
+    allowed_hosts: Vec<String>,
 }
 
 /// The claim. A row is claimable when it is not terminal, not leased, due (a
@@ -195,7 +204,7 @@ WHERE l.id = ANY($1)
 RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.claim_token, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
           CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
-          w.headers AS static_headers";
+          w.headers AS static_headers, w.request_url, w.dynamic_url, w.allowed_hosts";
 
 /// Rows that are due but may not be sent: the webhook is gone or disabled, or
 /// the attempts ran out (the last one interrupted before its outcome was
@@ -278,6 +287,10 @@ pub fn claim(
                 Ok(h) => (h, None),
                 Err(reason) => (Vec::new(), Some(reason)),
             };
+            let (url, defect) = match destination(&r) {
+                Ok(url) => (url, defect),
+                Err(reason) => (r.url.clone(), Some(reason)),
+            };
             let (headers, keys, credentials_error) =
                 credentials(frozen, &r.static_headers, r.secret, r.previous_secret);
             Claim {
@@ -288,7 +301,7 @@ pub fn claim(
                 token: r.claim_token,
                 event_id: r.event_id,
                 webhook_name: r.webhook_name,
-                url: r.url,
+                url,
                 method: r.method,
                 headers,
                 body: r.body,
@@ -392,6 +405,22 @@ pub fn webhooks_of(
         .filter(webhook_request_logs::id.eq_any(ids))
         .select((webhook_request_logs::id, webhook_request_logs::webhook_id))
         .load(conn)?)
+}
+
+/// Where an attempt goes, given the webhook as it is now (its credentials
+/// are the webhook's as they are now, so its destination must be too): a
+/// static URL is the webhook's current one (a receiver that moved gets its
+/// pending retries); a URL rendered at emit must still be on a host the
+/// webhook allows, else the row cannot be sent.
+fn destination(r: &ClaimRow) -> Result<String, String> {
+    if !r.dynamic_url {
+        return Ok(r.request_url.clone());
+    }
+    let url = url::Url::parse(&r.url).map_err(|e| format!("stored URL is not valid: {e}"))?;
+    AllowedHosts::for_template(true, &r.request_url, &r.allowed_hosts)
+        .check(&url)
+        .map_err(|e| format!("{e} (any more)"))?;
+    Ok(r.url.clone())
 }
 
 /// The headers and signing keys an attempt sends: the row's frozen headers

@@ -123,6 +123,16 @@ pub fn update(
                                 webhooks::previous_secret_expires_at.eq(Some(until)),
                             ))
                             .execute(conn)?;
+                    } else if current.secret.is_none() {
+                        // Signing starts afresh: nothing of an older secret
+                        // comes back as a co-signer.
+                        diesel::update(webhooks::table.find(current.id))
+                            .set((
+                                webhooks::secret.eq(Some(sealed)),
+                                webhooks::previous_secret.eq(None::<String>),
+                                webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
+                            ))
+                            .execute(conn)?;
                     } else {
                         diesel::update(webhooks::table.find(current.id))
                             .set(webhooks::secret.eq(Some(sealed)))
@@ -196,8 +206,12 @@ pub fn reencrypt(conn: &mut PgConnection) -> Result<Reencrypted, StoreError> {
             };
             let secret = reseal(&w.secret, Purpose::SigningSecret)?;
             let previous = reseal(&w.previous_secret, Purpose::SigningSecret)?;
-            let mut headers = crate::model::parse_headers(&w.headers).unwrap_or_default();
-            for h in &mut headers {
+            // Headers that do not parse (written by hand) are left as they are.
+            let mut headers = crate::model::parse_headers(&w.headers).ok();
+            for h in headers.iter_mut().flatten() {
+                if h.key.eq_ignore_ascii_case("content-type") {
+                    continue;
+                }
                 if let Some(v) = reseal(&Some(h.value.clone()), Purpose::HeaderValue)? {
                     h.value = v;
                 }
@@ -207,7 +221,10 @@ pub fn reencrypt(conn: &mut PgConnection) -> Result<Reencrypted, StoreError> {
                     .set((
                         webhooks::secret.eq(secret),
                         webhooks::previous_secret.eq(previous),
-                        webhooks::headers.eq(serde_json::to_value(&headers).unwrap_or_default()),
+                        webhooks::headers.eq(match &headers {
+                            Some(h) => serde_json::to_value(h).unwrap_or_default(),
+                            None => w.headers.clone(),
+                        }),
                     ))
                     .execute(conn)?;
             }
