@@ -303,6 +303,44 @@ def isolation(bench, events, concurrency):
     return out
 
 
+# The worst body templates we could write: work or memory no fuel counts.
+BOMBS = [
+    ("a sum over a trillion zeros", '{"a": {{ ([0]*1000000000000)|sum }}}'),
+    ("indent by ten billion", '{"a": "{{ "x"|indent(10000000000) }}"}'),
+    ("a join of ten 100 MB strings",
+     '{% set s = "x" * 100000000 %}{"a": "{{ [s, s, s, s, s, s, s, s, s, s]|join }}"}'),
+    ("concatenation of 100 MB strings",
+     '{% set s = "x" * 100000000 %}{"a": "{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}"}'),
+    ("nested loops", '{"a": "{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}'
+                     '{% endfor %}{% endfor %}{% endfor %}"}'),
+]
+
+
+def bombs(bench):
+    """`hookfleet webhook add` with each bomb: how long the refusal took, and
+    the peak RSS and CPU of the command with the renderers it waited for
+    (wait4 counts a child's waited-for descendants)."""
+    fleet = Fleet(bench, 0)
+    rows = []
+    try:
+        for name, template in BOMBS:
+            t0 = time.monotonic()
+            p = subprocess.Popen([os.path.join(BIN, "hookfleet"), "webhook", "add", "bomb", "--entity-type", "T",
+                                  "--event", "on_submit", "--url", bench.receiver_url("/ok/bomb"),
+                                  "--body-template", template],
+                                 env=fleet.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stderr = p.stderr.read()
+            _, status, usage = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            rows.append({"template": name, "seconds": round(time.monotonic() - t0, 2),
+                         "exit_code": p.returncode, "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+                         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                         "refusal": stderr.strip().splitlines()[-1] if stderr.strip() else ""})
+    finally:
+        fleet.drop()
+    return rows
+
+
 def machine_limits(bench, seconds):
     out = {}
     wrk = sh(["wrk", "-t2", "-c64", f"-d{seconds}s", bench.receiver_url("/ok/wrk")])
@@ -585,7 +623,7 @@ def main():
     ap.add_argument("--baseline-events", type=int, default=10_000)
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
-    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation"],
+    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -608,6 +646,9 @@ def main():
             print(f"{'rows':>10} {'due':>8} {'batch':>6} {'median ms':>10} {'max ms':>7}")
             for r in tick_scenario(bench):
                 print(f"{r['rows']:>10} {r['due']:>8} {r['batch']:>6} {r['median_ms']:>10} {r['max_ms']:>7}")
+            return
+        if a.only == "bombs":
+            print(json.dumps(bombs(bench), indent=2))
             return
         if a.only == "isolation":
             print(json.dumps(isolation(bench, a.events, a.concurrency), indent=2))
