@@ -89,7 +89,7 @@ enum SecretsCommand {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
-    s.install_keyring(false)?;
+    s.install(false)?;
     let store = Store::connect(&s.database_url, 1)?;
     match cli.command {
         Command::Migrate => {

@@ -213,6 +213,11 @@ impl Renderer {
             // One malloc arena: the address-space cap then measures what the
             // renderer uses, not what glibc reserves per thread.
             .env("MALLOC_ARENA_MAX", "1")
+            // The site's time zone, for `utils.now()` and its kin.
+            .env(
+                crate::frappe_utils::TIME_ZONE_ENV,
+                crate::frappe_utils::time_zone().name(),
+            )
             // Its own process group: a Ctrl-C meant for the parent does not
             // kill a render in progress (the parent closes the pipe instead).
             .process_group(0)
@@ -594,6 +599,12 @@ fn serve() -> std::process::ExitCode {
         TEMPLATE_MEMORY_LIMIT,
     );
     let _ = rlimit::setrlimit(rlimit::Resource::CORE, 0, 0);
+    if let Some(zone) = std::env::var(crate::frappe_utils::TIME_ZONE_ENV)
+        .ok()
+        .and_then(|z| crate::frappe_utils::parse_time_zone(&z).ok())
+    {
+        crate::frappe_utils::set_time_zone(zone);
+    }
     // A render running far past its limit means the parent has gone (it
     // would have killed us): exit rather than spin on.
     let busy_since = Arc::new(Mutex::new(None::<Instant>));

@@ -239,7 +239,7 @@ async fn emit_file(
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = cli.settings;
     init_tracing(&settings.log_format);
-    settings.install_keyring(true)?;
+    settings.install(true)?;
     let store = Store::connect(&settings.database_url, POOL_SIZE)?;
     let queue = RedisQueue::connect(&settings.redis_url, &settings.redis_prefix)?;
     let producer = Producer::new(

@@ -16,6 +16,7 @@ use clap::Args;
 use hookfleet_core::at_rest::{self, Keyring};
 use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
 use hookfleet_core::error::ConfigError;
+use hookfleet_core::frappe_utils;
 use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
 
@@ -77,6 +78,12 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub secret_key_old: Vec<String>,
+
+    /// The site's time zone (an IANA name such as Asia/Kolkata): what
+    /// templates' `utils.now()`, `utils.nowdate()` and `utils.today()`
+    /// answer in, as Frappe answers in its site's zone.
+    #[arg(long, env = "HOOKFLEET_TIME_ZONE", default_value = "UTC", value_parser = frappe_utils::parse_time_zone)]
+    pub time_zone: chrono_tz::Tz,
 }
 
 impl std::fmt::Debug for Settings {
@@ -96,6 +103,7 @@ impl std::fmt::Debug for Settings {
                 "secret_key_old",
                 &format!("<{} hidden>", self.secret_key_old.len()),
             )
+            .field("time_zone", &self.time_zone)
             .finish()
     }
 }
@@ -128,10 +136,11 @@ impl Settings {
         Keyring::new(current.as_deref(), &old)
     }
 
-    /// Installs the keyring for this process; a long-running binary calls it
-    /// at start with `warn` and says once if values will be stored as they
-    /// are.
-    pub fn install_keyring(&self, warn: bool) -> Result<(), ConfigError> {
+    /// Installs the keyring and the time zone for this process; a
+    /// long-running binary calls it at start with `warn` and says once if
+    /// values will be stored as they are.
+    pub fn install(&self, warn: bool) -> Result<(), ConfigError> {
+        frappe_utils::set_time_zone(self.time_zone);
         let ring = self.keyring()?;
         if warn && !ring.seals() {
             tracing::warn!(

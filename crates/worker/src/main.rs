@@ -80,7 +80,7 @@ fn parse_heartbeat(text: &str) -> Result<Duration, String> {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.settings.log_format);
-    if let Err(e) = cli.settings.install_keyring(true) {
+    if let Err(e) = cli.settings.install(true) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
