@@ -5,6 +5,7 @@
 
 mod dead;
 mod delivery;
+mod import;
 mod table;
 mod webhook;
 

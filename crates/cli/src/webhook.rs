@@ -8,10 +8,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use hookfleet_core::config::{format_duration, parse_duration};
+use hookfleet_core::model::read_document;
 use hookfleet_core::model::{
     display_header_value, FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
 };
-use hookfleet_core::render::default_sample_doc;
+use hookfleet_core::render::{default_sample_doc, Preview};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::webhooks::SecretChange;
@@ -25,7 +26,7 @@ use crate::table;
 pub enum WebhookCommand {
     /// Add a webhook.
     Add {
-        /// A unique name (letters, digits, '_', '-', '.', ':').
+        /// A unique name (letters, digits, spaces, '_', '-', '.', ':').
         name: String,
         #[command(flatten)]
         fields: Definition,
@@ -95,6 +96,20 @@ pub enum WebhookCommand {
     /// Delete a webhook. Its delivery rows stay; pending ones become Exhausted
     /// when their attempt comes, without a request.
     Delete { name: String },
+    /// What the webhook would do with a document: whether it meets the
+    /// condition, the URL, method, headers (values hidden) and body.
+    /// Nothing is recorded, nothing is sent.
+    Preview {
+        name: String,
+        /// The document, a JSON object: a file, or - for standard input.
+        #[arg(long, value_name = "FILE|-")]
+        doc: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import Frappe Webhook documents (fixtures or REST API JSON): each is
+    /// created or updated under its Frappe name, or refused with the reason.
+    Import(crate::import::ImportArgs),
 }
 
 /// The definition flags shared by add and update.
@@ -123,7 +138,8 @@ pub struct Definition {
     /// Body encoding: json or form.
     #[arg(long)]
     structure: Option<String>,
-    /// A Jinja template rendering the JSON body from `doc`.
+    /// A Jinja template rendering the JSON body from `doc` (with Frappe's
+    /// `utils` and its filters json, len, int, str, flt).
     #[arg(long, conflicts_with = "body_template_file")]
     body_template: Option<String>,
     /// Read the body template from a file.
@@ -135,7 +151,10 @@ pub struct Definition {
     /// A static header, as KEY:VALUE (repeatable).
     #[arg(long = "header", value_name = "KEY:VALUE")]
     headers: Vec<String>,
-    /// A Jinja expression on `doc`; false → no delivery.
+    /// When to deliver: a Python expression as Frappe's conditions are
+    /// written (`doc.get("status") == "Approved"`, `len(doc.items) > 0`,
+    /// `utils.flt(doc.grand_total) > 1`) or a Jinja expression, on `doc` and
+    /// `utils`; false → no delivery.
     #[arg(long)]
     condition: Option<String>,
     /// Signing secret (HMAC). Prefer --secret-file: a command line is visible
@@ -434,6 +453,33 @@ fn print_one(w: &Webhook, reveal: bool) {
     println!("{:<20} {}", "updated_at", v.updated_at.to_rfc3339());
 }
 
+fn print_preview(p: &Preview) {
+    let condition = match (&p.condition_error, p.meets_condition) {
+        (Some(e), _) => format!("error: {e}"),
+        (None, true) => "met".into(),
+        (None, false) => "not met (no delivery)".into(),
+    };
+    println!("{:<10} {}", "condition", table::clean(&condition));
+    match &p.url {
+        Some(url) => println!("{:<10} {} {}", "request", p.method, table::clean(url)),
+        None => println!("{:<10} {} (no URL)", "request", p.method),
+    }
+    for h in &p.headers {
+        println!(
+            "{:<10} {}: {}",
+            "header",
+            table::clean(&h.key),
+            table::clean(&h.value)
+        );
+    }
+    if let Some(e) = &p.error {
+        println!("{:<10} {}", "error", table::clean(e));
+    }
+    if let Some(body) = &p.body {
+        println!("body\n{}", table::clean_lines(body));
+    }
+}
+
 pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
     match command {
         WebhookCommand::Add {
@@ -607,6 +653,24 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             store.run_sync(|c| webhooks::delete(c, &name))?;
             println!("deleted webhook {name}");
         }
+        WebhookCommand::Preview { name, doc, json } => {
+            let w = store.run_sync(|c| webhooks::get(c, &name))?;
+            let doc = if doc == "-" {
+                read_document(std::io::stdin().lock(), "standard input")
+            } else {
+                let file = std::fs::File::open(&doc)
+                    .with_context(|| format!("cannot open the document file {doc}"))?;
+                read_document(file, &doc)
+            }
+            .map_err(anyhow::Error::msg)?;
+            let preview = hookfleet_core::render::preview(&w, &doc, policy);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&preview)?);
+            } else {
+                print_preview(&preview);
+            }
+        }
+        WebhookCommand::Import(args) => crate::import::run(store, policy, args)?,
     }
     Ok(())
 }

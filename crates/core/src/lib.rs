@@ -29,6 +29,10 @@
 //! - [`config`]: durations as people write them, shared defaults, URLs made
 //!   safe to print (the flags themselves are in `hookfleet-settings`).
 //! - [`error`]: the error types callers match on.
+//! - [`frappe_import`]: Frappe Webhook documents read into definitions.
+//! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
+//!   templates, and the site's time zone.
+//! - [`pyexpr`]: Frappe's Python conditions, checked and written as Jinja.
 
 pub mod at_rest;
 pub mod attempt;
@@ -37,6 +41,7 @@ pub mod config;
 pub mod dead;
 pub mod deliver;
 pub mod error;
+pub mod frappe_import;
 pub mod frappe_utils;
 pub mod model;
 pub mod pyexpr;

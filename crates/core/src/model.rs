@@ -183,6 +183,34 @@ pub struct Header {
     pub value: String,
 }
 
+/// The largest document accepted: bodies are capped at 1 MiB, and a
+/// document is rarely more than a few times its body.
+pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads one document (a JSON object) from `reader`, at most
+/// [`MAX_DOCUMENT_BYTES`] of it: what `--doc FILE|-` takes. `source` names
+/// the reader in errors.
+pub fn read_document(
+    reader: impl std::io::Read,
+    source: &str,
+) -> Result<serde_json::Value, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    reader
+        .take(MAX_DOCUMENT_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {source}: {e}"))?;
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(format!("the document is over {MAX_DOCUMENT_BYTES} bytes"));
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{source} is not JSON: {e}"))?;
+    if !doc.is_object() {
+        return Err("the document is not a JSON object".into());
+    }
+    Ok(doc)
+}
+
 /// How a static header value is shown: hidden, whatever its name (`X-Creds:
 /// hunter2` is as secret as `Authorization`), unless the operator asks to
 /// see it. `Content-Type`, which hookfleet itself sets from the body, shows.
@@ -409,7 +437,7 @@ pub const DEFAULT_MAX_RETRIES: i32 = 3;
 
 /// A webhook definition as typed by an operator, before it is validated and
 /// stored (see `validate`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WebhookSpec {
     pub name: String,
     pub entity_type: String,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::RenderError;
-use crate::model::{FieldMapping, Header, Structure, Webhook};
+use crate::model::{display_header_value, FieldMapping, Header, Structure, Webhook};
 
 use crate::sandbox;
 use crate::ssrf::NetworkPolicy;
@@ -371,6 +371,111 @@ fn form_selection(fields: &[FieldMapping], doc: &Value) -> String {
         ser.append_pair(&f.key, &value);
     }
     ser.finish()
+}
+
+/// What a webhook would do with a document, nothing recorded and nothing
+/// sent (`hookfleet webhook preview`). The condition is rendered on its
+/// own and the request regardless of it, as Frappe's preview does, so an
+/// author sees the body even for a document that does not qualify.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Preview {
+    /// Whether the condition holds (no condition: true; an error: false).
+    pub meets_condition: bool,
+    /// Why the condition could not be evaluated.
+    pub condition_error: Option<String>,
+    /// The URL the request would go to (None when it could not be built).
+    pub url: Option<String>,
+    pub method: String,
+    /// Every header the request would carry: Content-Type, the static
+    /// headers with their values hidden, and the signature headers added
+    /// when it is sent.
+    pub headers: Vec<Header>,
+    /// The body exactly as it would be sent.
+    pub body: Option<String>,
+    /// Why the request could not be built (a URL refused, a body that is
+    /// not JSON, a template error).
+    pub error: Option<String>,
+}
+
+/// What the headers made per attempt (the event id, the timestamp, the
+/// signatures) show in a preview.
+pub const SET_WHEN_SENT: &str = "[set when sent]";
+
+/// Previews `webhook` on `doc` (see [`Preview`]): renders in a renderer,
+/// under the same limits as an emit.
+pub fn preview(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Preview {
+    let condition = webhook.condition.clone().filter(|c| !c.trim().is_empty());
+    let (meets_condition, condition_error) = match condition {
+        None => (true, None),
+        Some(c) => {
+            let templates = Arc::new(Templates {
+                condition: Some(c),
+                body: None,
+                url: None,
+                lenient: false,
+            });
+            match sandbox::render(&[sandbox::Job {
+                templates: &templates,
+                doc,
+            }])
+            .pop()
+            {
+                Some(Ok(r)) => (r.condition.unwrap_or(true), None),
+                Some(Err(e)) => (false, Some(e.to_string())),
+                None => (false, Some("the renderer gave no answer".into())),
+            }
+        }
+    };
+    let mut unconditional = webhook.clone();
+    unconditional.condition = None;
+    let builder = RequestBuilder::new(Arc::new(unconditional), false);
+    let built = RequestBuilder::build_all(&[(&builder, doc)], policy)
+        .pop()
+        .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())));
+    let mut headers = Vec::new();
+    let (url, body, mut error) = match built {
+        Ok(Some(request)) => {
+            headers.extend(request.headers);
+            (Some(request.url), Some(request.body), None)
+        }
+        Ok(None) => (None, None, Some("nothing was built".into())),
+        Err(e) => (None, None, Some(e.to_string())),
+    };
+    match crate::model::parse_headers(&webhook.headers) {
+        Ok(statics) => headers.extend(
+            statics
+                .into_iter()
+                .filter(|h| !h.key.eq_ignore_ascii_case("content-type"))
+                .map(|h| Header {
+                    value: display_header_value(&h.key, &h.value, false),
+                    key: h.key,
+                }),
+        ),
+        Err(e) => {
+            let e = format!("the static headers cannot be read: {e}");
+            error = Some(error.map_or(e.clone(), |b| format!("{b}; {e}")));
+        }
+    }
+    let mut per_attempt = vec![crate::sign::HEADER_ID, crate::sign::HEADER_TIMESTAMP];
+    if webhook.secret.is_some() {
+        per_attempt.extend([
+            crate::sign::HEADER_FRAPPE_SIGNATURE,
+            crate::sign::HEADER_SIGNATURE,
+        ]);
+    }
+    headers.extend(per_attempt.into_iter().map(|key| Header {
+        key: key.into(),
+        value: SET_WHEN_SENT.into(),
+    }));
+    Preview {
+        meets_condition,
+        condition_error,
+        url,
+        method: webhook.method().as_str().into(),
+        headers,
+        body,
+        error,
+    }
 }
 
 /// The document templates are tried on when a webhook is added without

@@ -91,13 +91,34 @@ fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// A webhook's name: what [`check_identifier`] allows, and spaces inside
+/// (Frappe's webhook names, "Orders to ERP", are kept on import). It never
+/// reaches a Redis key.
+fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
+    check_text("the webhook name", value)?;
+    if value.trim() != value {
+        return refuse(format!(
+            "the webhook name {value:?} starts or ends with a space"
+        ));
+    }
+    if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | ' '))
+    {
+        return refuse(format!(
+            "the webhook name {value:?} may only use letters, digits, spaces, '_', '-', '.' and ':'"
+        ));
+    }
+    Ok(())
+}
+
 /// Validates `spec`; `sample` is the document its templates are tried on.
 pub fn validate(
     spec: &WebhookSpec,
     policy: &NetworkPolicy,
     sample: &Value,
 ) -> Result<(), ValidationError> {
-    check_identifier("the webhook name", &spec.name)?;
+    check_webhook_name(&spec.name)?;
     check_text("the entity type", &spec.entity_type)?;
     check_text("the event", &spec.event)?;
     check_identifier("the queue name", &spec.queue)?;

@@ -41,9 +41,7 @@ use hookfleet_core::render::RequestBuilder;
 /// The event that is delivered synchronously, once, and never deferred.
 pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
 
-/// The largest document accepted: bodies are capped at 1 MiB, and a
-/// document is rarely more than a few times its body.
-pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+pub use hookfleet_core::model::MAX_DOCUMENT_BYTES;
 
 /// The longest entity type, event or document name accepted: Frappe's names
 /// are at most 140 characters; 1 KiB leaves room for any encoding of them.

@@ -1,7 +1,7 @@
 //! `hookfleet-producer`: emit events from the command line (one, or a
 //! newline-delimited file of them) or serve the HTTP ingest.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +16,6 @@ use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 use hookfleet_settings::{init_tracing, Settings};
@@ -117,20 +116,7 @@ fn read_source(source: &str) -> anyhow::Result<Box<dyn BufRead>> {
 }
 
 fn read_document(source: &str) -> anyhow::Result<Value> {
-    let mut text = String::new();
-    read_source(source)?
-        .take(MAX_DOCUMENT_BYTES as u64 + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read {source}"))?;
-    if text.len() > MAX_DOCUMENT_BYTES {
-        anyhow::bail!("the document is over {MAX_DOCUMENT_BYTES} bytes");
-    }
-    let doc: Value =
-        serde_json::from_str(&text).with_context(|| format!("{source} is not JSON"))?;
-    if !doc.is_object() {
-        anyhow::bail!("the document is not a JSON object");
-    }
-    Ok(doc)
+    hookfleet_core::model::read_document(read_source(source)?, source).map_err(anyhow::Error::msg)
 }
 
 fn print_report(report: &EmitReport, as_json: bool) {

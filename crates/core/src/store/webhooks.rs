@@ -148,6 +148,28 @@ pub fn update(
     })
 }
 
+/// A webhook to create, or to replace under its name (`webhook import`).
+pub struct Upsert<'a> {
+    pub row: &'a WebhookRow,
+    pub secret: SecretChange,
+    /// Whether a webhook of this name is stored (replace, not create).
+    pub exists: bool,
+}
+
+/// Creates or replaces one webhook.
+pub fn upsert(conn: &mut PgConnection, u: &Upsert) -> Result<Webhook, StoreError> {
+    if u.exists {
+        update(conn, &u.row.name, u.row, u.secret.clone())
+    } else {
+        insert(conn, u.row)
+    }
+}
+
+/// Creates or replaces every webhook in one transaction: all or none.
+pub fn upsert_all(conn: &mut PgConnection, items: &[Upsert]) -> Result<Vec<Webhook>, StoreError> {
+    conn.transaction(|conn| items.iter().map(|u| upsert(conn, u)).collect())
+}
+
 /// Ends an open rotation: the old secret stops signing and the Frappe header
 /// moves to the new one.
 pub fn rotate_finish(conn: &mut PgConnection, name: &str) -> Result<Webhook, StoreError> {

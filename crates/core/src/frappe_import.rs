@@ -1,0 +1,446 @@
+//! Frappe Webhook documents (as `bench export-fixtures` or the REST API
+//! give them) read into webhook definitions: `hookfleet webhook import`.
+//!
+//! Every field of Frappe's Webhook doctype is mapped (see [`to_spec`]); a
+//! document that would not run here the way it runs in Frappe is refused
+//! with the reason rather than imported in part.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::model::{FieldMapping, Header, Method, Structure, WebhookSpec, DEFAULT_TIMEOUT};
+use crate::sign::Secret;
+
+/// The largest import file read: a site's webhooks are a few kilobytes
+/// each; a file this size is a mistake (or not a fixtures file).
+pub const MAX_IMPORT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most documents one import takes: a site with more webhooks than
+/// this imports them in several files.
+pub const MAX_IMPORT_DOCUMENTS: usize = 10_000;
+
+/// Frappe's body when a webhook has neither a data table nor a JSON
+/// template: `get_webhook_data` returns an empty dict, sent as `{}`.
+const EMPTY_BODY: &str = "{}";
+
+/// Reads the documents of an import file: one Webhook document, a list of
+/// them (`bench export-fixtures`), or the REST API's `{"data": …}` /
+/// `{"message": …}` wrappers around either.
+pub fn documents(text: &str) -> Result<Vec<Value>, String> {
+    if text.len() > MAX_IMPORT_BYTES {
+        return Err(format!("the file is over {MAX_IMPORT_BYTES} bytes"));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let unwrapped = match value {
+        Value::Object(mut o) if !o.contains_key("name") && o.len() == 1 => {
+            match o.remove("data").or_else(|| o.remove("message")) {
+                Some(inner) => inner,
+                None => Value::Object(o),
+            }
+        }
+        other => other,
+    };
+    let docs = match unwrapped {
+        Value::Array(docs) => docs,
+        doc @ Value::Object(_) => vec![doc],
+        _ => return Err("expected a Webhook document (a JSON object) or a list of them".into()),
+    };
+    if docs.len() > MAX_IMPORT_DOCUMENTS {
+        return Err(format!(
+            "{} documents: one import takes at most {MAX_IMPORT_DOCUMENTS}",
+            docs.len()
+        ));
+    }
+    Ok(docs)
+}
+
+/// The name a document reports under (for a refusal, even of a document
+/// that has no usable name).
+pub fn document_name(doc: &Value, index: usize) -> String {
+    match doc.get("name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => format!("document #{}", index + 1),
+    }
+}
+
+/// What the secret of an imported webhook is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportedSecret {
+    /// Unsigned (`enable_security` off).
+    None,
+    /// Signed with this secret.
+    Given(Secret),
+    /// Signed, but the document holds the mask Frappe shows instead of a
+    /// password (`*****`): usable only for a webhook that already has its
+    /// secret here.
+    Masked,
+}
+
+/// A Frappe Webhook document mapped to a definition.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The definition; its `secret` is `None` here, see `secret`.
+    pub spec: WebhookSpec,
+    pub secret: ImportedSecret,
+    /// What differs from the way Frappe would send it (said in the report).
+    pub notes: Vec<String>,
+}
+
+fn obj(doc: &Value) -> Result<&Map<String, Value>, String> {
+    doc.as_object()
+        .ok_or_else(|| "not a JSON object".to_string())
+}
+
+/// A text field: absent and null are `None`; another type is refused.
+fn text<'a>(o: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, String> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(format!("{field} is not text but {other}")),
+    }
+}
+
+fn required<'a>(o: &'a Map<String, Value>, field: &str) -> Result<&'a str, String> {
+    match text(o, field)? {
+        Some(s) if !s.trim().is_empty() => Ok(s),
+        _ => Err(format!("{field} is missing")),
+    }
+}
+
+/// A Check field: 0/1, true/false, "0"/"1"; absent → `default`.
+fn check(o: &Map<String, Value>, field: &str, default: bool) -> Result<bool, String> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::Number(n)) if n.as_i64() == Some(0) => Ok(false),
+        Some(Value::Number(n)) if n.as_i64() == Some(1) => Ok(true),
+        Some(Value::String(s)) if s == "0" => Ok(false),
+        Some(Value::String(s)) if s == "1" => Ok(true),
+        Some(other) => Err(format!("{field} is not a check (0 or 1) but {other}")),
+    }
+}
+
+/// An Int field: a number or a string of digits; absent → `None`.
+fn int(o: &Map<String, Value>, field: &str) -> Result<Option<i64>, String> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("{field} is not a whole number but {n}")),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{field} is not a whole number but {s:?}")),
+        Some(other) => Err(format!("{field} is not a whole number but {other}")),
+    }
+}
+
+/// The rows of a child table (`webhook_data`, `webhook_headers`).
+fn rows<'a>(o: &'a Map<String, Value>, field: &str) -> Result<Vec<&'a Map<String, Value>>, String> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(rows)) => rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.as_object()
+                    .ok_or_else(|| format!("{field} row {} is not an object", i + 1))
+            })
+            .collect(),
+        Some(other) => Err(format!(
+            "{field} is not a table (a list of rows) but {other}"
+        )),
+    }
+}
+
+/// True for the mask Frappe puts where a password is (`*****`).
+fn is_masked(secret: &str) -> bool {
+    !secret.is_empty() && secret.chars().all(|c| c == '*')
+}
+
+/// Maps one Frappe Webhook document to a definition (not yet validated:
+/// the caller validates it as `webhook add` would).
+///
+/// - `name` → the webhook's name; `webhook_doctype` → entity type;
+///   `webhook_docevent` → event; `request_url`, `is_dynamic_url`,
+///   `request_method` (POST when empty), `condition`, `enabled`,
+///   `timeout` (seconds; 0 or empty is Frappe's 5), `background_jobs_queue`
+///   → queue (`default` when empty), `max_retries` where the site has it.
+/// - The body, as Frappe's `get_webhook_data` makes it: the `webhook_data`
+///   rows (`fieldname` → `key`) when the structure is Form URL-Encoded (or
+///   empty and rows exist), else the `webhook_json` template, else `{}`.
+///   Frappe sends both as JSON text (`json.dumps`), so both are JSON here.
+/// - `webhook_headers` rows with a key and a value (Frappe skips the others).
+/// - `enable_security` with `webhook_secret`: signed (Frappe's header and
+///   Standard Webhooks'); a masked secret is [`ImportedSecret::Masked`].
+pub fn to_spec(doc: &Value) -> Result<Imported, String> {
+    let o = obj(doc)?;
+    if let Some(doctype) = text(o, "doctype")? {
+        if doctype != "Webhook" {
+            return Err(format!("not a Webhook document but a {doctype:?}"));
+        }
+    }
+    let name = required(o, "name")?;
+    let entity_type = required(o, "webhook_doctype")?;
+    let event = required(o, "webhook_docevent")?;
+    let url = required(o, "request_url")?.trim();
+    let mut spec = WebhookSpec::new(name, entity_type, event, url);
+    let mut notes = Vec::new();
+    spec.dynamic_url = check(o, "is_dynamic_url", false)?;
+    spec.method = match text(o, "request_method")?.map(str::trim) {
+        None | Some("") => Method::Post,
+        Some(m) => m.parse::<Method>()?,
+    };
+    let structure = text(o, "request_structure")?.unwrap_or("").trim();
+    let data_rows = rows(o, "webhook_data")?;
+    let template = text(o, "webhook_json")?.filter(|t| !t.trim().is_empty());
+    let use_rows = match structure {
+        "Form URL-Encoded" => true,
+        "JSON" => false,
+        "" => !data_rows.is_empty(),
+        other => {
+            return Err(format!(
+                "request_structure {other:?} is neither \"Form URL-Encoded\" nor \"JSON\""
+            ))
+        }
+    };
+    spec.structure = Structure::Json;
+    if use_rows && !data_rows.is_empty() {
+        for (i, row) in data_rows.iter().enumerate() {
+            let field = required(row, "fieldname")
+                .map_err(|e| format!("webhook_data row {}: {e}", i + 1))?;
+            let key = text(row, "key")?
+                .filter(|k| !k.trim().is_empty())
+                .unwrap_or(field);
+            spec.fields.push(FieldMapping {
+                field: field.trim().to_string(),
+                key: key.trim().to_string(),
+            });
+        }
+        if structure == "Form URL-Encoded" {
+            notes.push(
+                "Form URL-Encoded: sent as a JSON object of the selected fields, \
+                 as Frappe sends it"
+                    .into(),
+            );
+        }
+    } else if let (false, Some(t)) = (use_rows, template) {
+        spec.body_template = Some(t.to_string());
+    } else {
+        spec.body_template = Some(EMPTY_BODY.into());
+        notes.push("no data rows and no JSON template: the body is {}, as Frappe sends it".into());
+    }
+    for (i, row) in rows(o, "webhook_headers")?.into_iter().enumerate() {
+        let key = text(row, "key").map_err(|e| format!("webhook_headers row {}: {e}", i + 1))?;
+        let value =
+            text(row, "value").map_err(|e| format!("webhook_headers row {}: {e}", i + 1))?;
+        if let (Some(key), Some(value)) = (key, value) {
+            if !key.trim().is_empty() && !value.is_empty() {
+                spec.headers.push(Header {
+                    key: key.trim().to_string(),
+                    value: value.to_string(),
+                });
+            }
+        }
+    }
+    spec.condition = text(o, "condition")?
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    spec.enabled = check(o, "enabled", true)?;
+    spec.timeout = match int(o, "timeout")? {
+        None | Some(0) => DEFAULT_TIMEOUT,
+        Some(s) if s < 0 => return Err(format!("timeout {s} is negative")),
+        Some(s) => Duration::from_secs(s.unsigned_abs()),
+    };
+    if let Some(queue) = text(o, "background_jobs_queue")?.map(str::trim) {
+        if !queue.is_empty() {
+            spec.queue = queue.to_string();
+        }
+    }
+    if let Some(n) = int(o, "max_retries")? {
+        spec.max_retries =
+            i32::try_from(n).map_err(|_| format!("max_retries {n} is out of range"))?;
+    }
+    let secret = if check(o, "enable_security", false)? {
+        match text(o, "webhook_secret")? {
+            None | Some("") => {
+                return Err("enable_security is on but webhook_secret is empty".into())
+            }
+            Some(s) if is_masked(s) => ImportedSecret::Masked,
+            Some(s) => ImportedSecret::Given(Secret::new(s)),
+        }
+    } else {
+        ImportedSecret::None
+    };
+    Ok(Imported {
+        spec,
+        secret,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({
+            "doctype": "Webhook",
+            "name": "Orders to ERP",
+            "webhook_doctype": "Sales Order",
+            "webhook_docevent": "on_submit",
+            "request_url": "https://erp.example/hook",
+            "request_structure": "JSON",
+            "webhook_json": "{\"name\": \"{{ doc.name }}\"}",
+        })
+    }
+
+    #[test]
+    fn a_json_webhook_maps_field_by_field() {
+        let mut doc = base();
+        doc["condition"] = json!("doc.status == 'Approved'");
+        doc["timeout"] = json!(9);
+        doc["enabled"] = json!(0);
+        doc["background_jobs_queue"] = json!("long");
+        doc["webhook_headers"] = json!([
+            {"key": "Authorization", "value": "token x"},
+            {"key": "X-Empty", "value": ""},
+        ]);
+        let i = to_spec(&doc).unwrap();
+        assert_eq!(i.spec.name, "Orders to ERP");
+        assert_eq!(i.spec.entity_type, "Sales Order");
+        assert_eq!(i.spec.event, "on_submit");
+        assert_eq!(
+            i.spec.body_template.as_deref(),
+            Some("{\"name\": \"{{ doc.name }}\"}")
+        );
+        assert_eq!(
+            i.spec.condition.as_deref(),
+            Some("doc.status == 'Approved'")
+        );
+        assert_eq!(i.spec.timeout, Duration::from_secs(9));
+        assert!(!i.spec.enabled);
+        assert_eq!(i.spec.queue, "long");
+        assert_eq!(
+            i.spec.headers.len(),
+            1,
+            "Frappe skips a header without a value"
+        );
+        assert_eq!(i.secret, ImportedSecret::None);
+    }
+
+    #[test]
+    fn form_rows_become_a_json_field_selection() {
+        let mut doc = base();
+        doc["request_structure"] = json!("Form URL-Encoded");
+        doc["webhook_data"] = json!([
+            {"fieldname": "name", "key": "id"},
+            {"fieldname": "grand_total", "key": ""},
+        ]);
+        let i = to_spec(&doc).unwrap();
+        assert_eq!(i.spec.structure, Structure::Json);
+        assert_eq!(i.spec.body_template, None);
+        assert_eq!(
+            i.spec.fields,
+            vec![
+                FieldMapping {
+                    field: "name".into(),
+                    key: "id".into()
+                },
+                FieldMapping {
+                    field: "grand_total".into(),
+                    key: "grand_total".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn no_body_at_all_is_an_empty_object_as_in_frappe() {
+        let mut doc = base();
+        doc["request_structure"] = json!("");
+        doc["webhook_json"] = json!(null);
+        assert_eq!(
+            to_spec(&doc).unwrap().spec.body_template.as_deref(),
+            Some("{}")
+        );
+    }
+
+    #[test]
+    fn secrets_given_masked_and_missing() {
+        let mut doc = base();
+        doc["enable_security"] = json!(1);
+        doc["webhook_secret"] = json!("s3cret");
+        assert_eq!(
+            to_spec(&doc).unwrap().secret,
+            ImportedSecret::Given(Secret::new("s3cret"))
+        );
+        doc["webhook_secret"] = json!("*****");
+        assert_eq!(to_spec(&doc).unwrap().secret, ImportedSecret::Masked);
+        doc["webhook_secret"] = json!("");
+        assert!(to_spec(&doc)
+            .unwrap_err()
+            .contains("webhook_secret is empty"));
+    }
+
+    #[test]
+    fn broken_documents_are_refused_with_the_field_named() {
+        let mut doc = base();
+        doc.as_object_mut().unwrap().remove("request_url");
+        assert_eq!(to_spec(&doc).unwrap_err(), "request_url is missing");
+        let mut doc = base();
+        doc["doctype"] = json!("Sales Order");
+        assert!(to_spec(&doc)
+            .unwrap_err()
+            .contains("not a Webhook document"));
+        let mut doc = base();
+        doc["request_structure"] = json!("XML");
+        assert!(to_spec(&doc).unwrap_err().contains("\"XML\""));
+        let mut doc = base();
+        doc["enabled"] = json!("yes");
+        assert!(to_spec(&doc)
+            .unwrap_err()
+            .contains("enabled is not a check"));
+        let mut doc = base();
+        doc["request_method"] = json!("TRACE");
+        assert!(to_spec(&doc).is_err());
+    }
+
+    #[test]
+    fn files_hold_one_a_list_or_a_wrapped_document() {
+        assert_eq!(documents(&base().to_string()).unwrap().len(), 1);
+        assert_eq!(
+            documents(&json!([base(), base()]).to_string())
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            documents(&json!({"data": base()}).to_string())
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            documents(&json!({"message": [base()]}).to_string())
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(documents("42").is_err());
+        assert!(documents("{").unwrap_err().starts_with("not JSON"));
+        let many = Value::Array(vec![json!({}); MAX_IMPORT_DOCUMENTS + 1]);
+        assert!(documents(&many.to_string())
+            .unwrap_err()
+            .contains("at most"));
+        assert!(documents(&" ".repeat(MAX_IMPORT_BYTES + 1))
+            .unwrap_err()
+            .contains("over"));
+    }
+}
