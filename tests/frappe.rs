@@ -268,7 +268,11 @@ fn a_preview_says_why_a_condition_fails_and_hides_header_values() {
     let table = env
         .cli(&["webhook", "preview", "Preview Me", "--doc", file.path()])
         .ok("table preview");
-    assert!(table.stdout.contains("condition"), "{table}");
+    assert!(
+        table.stdout.contains("condition  error: condition:"),
+        "the table says why the condition fails: {table}"
+    );
+    assert!(table.stdout.contains("Authorization: [hidden]"), "{table}");
     assert!(!table.stdout.contains("SECRET-VALUE"), "{table}");
     // And a document that is not a JSON object is refused.
     let bad = TempFile::new("[1, 2]");
@@ -441,9 +445,10 @@ fn the_readme_shows_the_snippet_the_tests_run() {
 }
 
 /// Runs the snippet under a stand-in `frappe` module (flags, after-commit
-/// callbacks, site config, log_error, enqueue), with `events` as the
-/// document events of one transaction; what the stand-in saw.
-fn run_snippet(ingest: &str, token: &str, events: &Value) -> Value {
+/// and after-rollback callbacks, site config, log_error, enqueue), with
+/// `transactions` (each `{"events", "rollback"}`) run in order; what the
+/// stand-in saw.
+fn run_snippet(ingest: &str, token: &str, transactions: &Value) -> Value {
     let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
     let harness = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -452,7 +457,7 @@ fn run_snippet(ingest: &str, token: &str, events: &Value) -> Value {
     let dir = Path::new(SNIPPET).parent().unwrap();
     let out = Command::new(python)
         .args([harness, dir.to_str().unwrap(), ingest, token])
-        .arg(events.to_string())
+        .arg(transactions.to_string())
         .output()
         .expect("python3");
     assert!(
@@ -479,6 +484,7 @@ fn the_python_snippet_sends_a_sites_events_to_the_ingest_once() {
         {"method": "on_update", "doc": {"doctype": "Sales Order", "name": "SO-2",
             "modified": "2026-11-30 10:00:01", "grand_total": 3}}
     ]);
+    let events = json!([{"events": events}]);
     let seen = run_snippet(&ingest.base, token, &events);
     assert_eq!(seen, json!({"errors": [], "jobs": 0}), "{seen}");
     let rows = env.rows();
@@ -495,4 +501,156 @@ fn the_python_snippet_sends_a_sites_events_to_the_ingest_once() {
     let refused = run_snippet(&ingest.base, "not-the-token-at-all", &events);
     assert_eq!(refused["jobs"], json!(1), "{refused}");
     assert_eq!(refused["errors"].as_array().unwrap().len(), 1, "{refused}");
+
+    // A rolled-back transaction sends nothing, and the next one still goes.
+    let doc =
+        |name: &str| json!({"doctype": "Sales Order", "name": name, "modified": "2026-12-01"});
+    let seen = run_snippet(
+        &ingest.base,
+        token,
+        &json!([
+            {"events": [{"method": "on_submit", "doc": doc("SO-ROLLED-BACK")}], "rollback": true},
+            {"events": [{"method": "on_submit", "doc": doc("SO-3")}]},
+            {"events": [{"method": "on_submit", "doc": doc("SO-4")}]}
+        ]),
+    );
+    assert_eq!(seen, json!({"errors": [], "jobs": 0}), "{seen}");
+    let mut names: Vec<String> = env.rows().into_iter().map(|r| r.entity_name).collect();
+    names.sort();
+    assert_eq!(names, ["SO-1", "SO-2", "SO-3", "SO-4"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reimport_replaces_a_changed_secret_removes_a_dropped_one_and_keeps_local_settings() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let site = fixture_site(&receiver);
+    import(&env, &site, &[]).ok("first import");
+    env.cli(&["webhook", "update", "Orders Form", "--max-concurrency", "2"])
+        .ok("a setting Frappe does not have");
+
+    let mut changed = site.clone();
+    changed[0]["webhook_secret"] = json!("the-new-secret");
+    changed[2]["enable_security"] = json!(0);
+    let out = import(&env, &changed, &[]).ok("reimport");
+    assert!(out.stdout.contains("updated      Orders JSON"), "{out}");
+    assert!(out.stdout.contains("the secret changed"), "{out}");
+    assert!(out.stdout.contains("unchanged    Orders Form"), "{out}");
+    let form = env
+        .cli(&["webhook", "show", "Orders Form", "--json"])
+        .ok("show")
+        .json();
+    assert_eq!(
+        form["max_concurrency"],
+        json!(2),
+        "a reimport undid a local setting"
+    );
+
+    // Frappe already signs with the new secret: so does hookfleet, alone,
+    // at once (no rotation keeping the old one in the Frappe header).
+    receiver.verify_with(&["the-new-secret"]);
+    let doc = json!({"doctype": "Sales Order", "name": "SO-8", "customer": "Initech",
+                     "docstatus": 1, "grand_total": 1});
+    env.emit_by_cli("on_submit", "SO-8", &doc).ok("emit");
+    let worker = env.start_worker(4, TestEnv::fast_schedule());
+    let got = receiver.wait_for(3, PATIENCE).await;
+    worker.stop().await;
+    let signed = got
+        .iter()
+        .find(|r| r.path == "/json")
+        .expect("the JSON webhook");
+    assert!(signed.signatures_verified(), "{signed:?}");
+    assert_eq!(
+        signed
+            .header("webhook-signature")
+            .map(|h| h.split(' ').count()),
+        Some(1),
+        "one signature: no rotation"
+    );
+
+    // Signing turned off in Frappe removes the stored secret.
+    let mut unsigned = site.clone();
+    unsigned[0]["enable_security"] = json!(0);
+    import(&env, &unsigned, &[]).ok("unsigned");
+    let shown = env
+        .cli(&["webhook", "show", "Orders JSON", "--json"])
+        .ok("show")
+        .json();
+    assert_eq!(shown["signed"], json!(false));
+}
+
+#[test]
+fn a_name_given_twice_in_one_file_is_imported_once() {
+    let env = TestEnv::new();
+    let doc = |url: &str| {
+        json!({"doctype": "Webhook", "name": "Twice (EU) / Müller", "webhook_doctype": "Sales Order",
+               "webhook_docevent": "on_submit", "request_url": url})
+    };
+    // Whatever became of the first (refused here), the second is refused too.
+    let out = import(
+        &env,
+        &json!([doc("http://10.0.0.1/x"), doc("https://example.com/ok")]),
+        &[],
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    assert_eq!(out.stdout.matches("refused").count(), 2, "{out}");
+    assert!(
+        out.stdout.contains("another document of this name"),
+        "{out}"
+    );
+    assert_eq!(env.listed_webhooks(), json!([]));
+    // Frappe's prompt names (brackets, slashes, accents) are kept as they are.
+    import(&env, &doc("https://example.com/ok"), &[]).ok("one");
+    assert_eq!(
+        env.listed_webhooks()[0]["name"],
+        json!("Twice (EU) / Müller")
+    );
+    let hidden = env.webhook_add(
+        "evil\u{202e}name",
+        "Sales Order",
+        "on_submit",
+        "https://example.com/x",
+        &[],
+    );
+    assert_eq!(hidden.code, Some(1), "{hidden}");
+}
+
+#[test]
+fn utils_answer_in_the_site_time_zone() {
+    let env = TestEnv::new();
+    env.webhook_add(
+        "dated",
+        "Sales Order",
+        "on_submit",
+        "https://example.com/x",
+        &["--body-template", r#"{"d": "{{ utils.nowdate() }}"}"#],
+    )
+    .ok("add");
+    let doc = TempFile::new(json!({"doctype": "Sales Order", "name": "SO-1"}).to_string());
+    let preview_in = |zone: &str| {
+        let mut cmd = env.command("hookfleet");
+        cmd.args(["webhook", "preview", "dated", "--doc", doc.path(), "--json"])
+            .env("HOOKFLEET_TIME_ZONE", zone);
+        hookfleet_testkit::run_with_stdin(cmd, None)
+    };
+    // Kiritimati is UTC+14 all year: its date is UTC's tomorrow for most of
+    // the day, so a renderer that ignored the zone would show.
+    let p = preview_in("Pacific/Kiritimati").ok("preview").json();
+    let body: Value = serde_json::from_str(p["body"].as_str().unwrap()).unwrap();
+    let shown = body["d"].as_str().unwrap().to_string();
+    let before = chrono::Utc::now() + chrono::Duration::hours(14);
+    let dates: Vec<String> = [
+        before - chrono::Duration::minutes(1),
+        before + chrono::Duration::minutes(1),
+    ]
+    .iter()
+    .map(|t| t.format("%Y-%m-%d").to_string())
+    .collect();
+    assert!(
+        dates.contains(&shown),
+        "{shown} is not Kiritimati's date {dates:?}"
+    );
+    let bad = preview_in("Mars/Olympus_Mons");
+    assert_eq!(bad.code, Some(2), "{bad}");
+    assert!(bad.stderr.contains("Mars/Olympus_Mons"), "{bad}");
 }

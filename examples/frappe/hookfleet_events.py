@@ -16,15 +16,20 @@ and in site_config.json: "hookfleet_url": "http://127.0.0.1:8480",
 
 import hashlib
 import json
+import time
 import urllib.request
 
 import frappe
 
 # The ingest answers in milliseconds; past this it is down, and the events
-# go to a background job that retries them.
+# go to a background job that tries again.
 TIMEOUT_SECONDS = 10
 # The ingest takes at most 1,000 events per batch request.
 BATCH_SIZE = 1000
+# The background job's waits between tries: about 20 minutes in all, within
+# the long queue's 1,500 s job timeout. After the last try the job fails,
+# and the events stay in its arguments (RQ Job list) to be run again.
+RETRY_WAITS_SECONDS = (10, 60, 300, 900)
 
 
 def event(doc, method):
@@ -48,7 +53,12 @@ def on_event(doc, method):
     if pending is None:
         pending = frappe.flags.hookfleet_events = []
         frappe.db.after_commit.add(flush)
+        frappe.db.after_rollback.add(discard)
     pending.append(event(doc, method))
+
+
+def discard():
+    frappe.flags.hookfleet_events = None
 
 
 def flush():
@@ -57,8 +67,18 @@ def flush():
     try:
         send(events)
     except Exception:
-        frappe.log_error(title="hookfleet: events not sent; retrying in a background job")
-        frappe.enqueue(send, queue="short", events=events)
+        frappe.log_error(title="hookfleet: events not sent; a background job tries again")
+        frappe.enqueue(send_later, queue="long", events=events)
+
+
+def send_later(events):
+    """The background job: tries again with waits, then fails visibly."""
+    for wait in RETRY_WAITS_SECONDS:
+        try:
+            return send(events)
+        except Exception:
+            time.sleep(wait)
+    send(events)
 
 
 def send(events):

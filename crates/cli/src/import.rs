@@ -122,6 +122,27 @@ fn plan(
         .as_ref()
         .map(|w| w.to_spec().map_err(|e| e.to_string()))
         .transpose()?;
+    let mut notes = imported.notes;
+    // What Frappe has no field for stays as the operator set it here.
+    if let Some(current) = &current_spec {
+        spec.max_concurrency = current.max_concurrency;
+        if spec.dynamic_url {
+            spec.allowed_hosts = current.allowed_hosts.clone();
+        }
+        if doc
+            .get("max_retries")
+            .is_none_or(serde_json::Value::is_null)
+        {
+            spec.max_retries = current.max_retries;
+        }
+    }
+    if spec.queue != "default" {
+        notes.push(format!(
+            "its deliveries go to the queue {:?}: a worker must read it (--queues)",
+            spec.queue
+        ));
+    }
+    let stored_secret = current_spec.as_ref().and_then(|c| c.secret.clone());
     let change = match imported.secret {
         ImportedSecret::None => {
             spec.secret = None;
@@ -129,9 +150,20 @@ fn plan(
         }
         ImportedSecret::Given(s) => {
             spec.secret = Some(s.clone());
-            SecretChange::Set(s)
+            match stored_secret {
+                Some(old) if old != s => {
+                    notes.push(
+                        "the secret changed: the new one signs from now on, with no overlap \
+                         (as in Frappe)"
+                            .into(),
+                    );
+                    SecretChange::Replace(s)
+                }
+                Some(_) => SecretChange::Keep,
+                None => SecretChange::Set(s),
+            }
         }
-        ImportedSecret::Masked => match current_spec.as_ref().and_then(|c| c.secret.clone()) {
+        ImportedSecret::Masked => match stored_secret {
             Some(kept) => {
                 spec.secret = Some(kept);
                 SecretChange::Keep
@@ -150,7 +182,7 @@ fn plan(
             change,
             exists: current.is_some(),
         },
-        imported.notes,
+        notes,
     ))
 }
 
@@ -208,9 +240,18 @@ pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::R
         frappe_import::documents(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file))?;
     let mut outcomes = Vec::with_capacity(docs.len());
     let mut plans = Vec::with_capacity(docs.len());
+    let mut seen = std::collections::HashSet::new();
     for (i, doc) in docs.iter().enumerate() {
         let name = frappe_import::document_name(doc, i);
-        match plan(store, policy, doc) {
+        // A name given twice in one file would be created, then updated by
+        // the second: the later ones are refused, whatever became of the
+        // first.
+        let planned = if seen.insert(name.clone()) {
+            plan(store, policy, doc)
+        } else {
+            Err("the file holds another document of this name".into())
+        };
+        match planned {
             Ok((p, notes)) => {
                 outcomes.push(Outcome {
                     name,
@@ -229,22 +270,6 @@ pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::R
                 });
                 plans.push(None);
             }
-        }
-    }
-    // A name given twice in one file would be created, then updated by the
-    // second: refuse the later ones instead.
-    for i in 0..plans.len() {
-        let Some(name) = plans[i].as_ref().map(|p| p.spec.name.clone()) else {
-            continue;
-        };
-        if plans[..i]
-            .iter()
-            .flatten()
-            .any(|earlier| earlier.spec.name == name)
-        {
-            plans[i] = None;
-            outcomes[i].action = Action::Refused;
-            outcomes[i].reason = Some("the file holds another document of this name".into());
         }
     }
     let refused = outcomes

@@ -26,7 +26,7 @@ use crate::table;
 pub enum WebhookCommand {
     /// Add a webhook.
     Add {
-        /// A unique name (letters, digits, spaces, '_', '-', '.', ':').
+        /// A unique name (any printable text; Frappe's webhook names are kept).
         name: String,
         #[command(flatten)]
         fields: Definition,

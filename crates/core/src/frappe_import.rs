@@ -87,6 +87,30 @@ pub struct Imported {
     pub notes: Vec<String>,
 }
 
+/// A JSON value's type, for a refusal: never the value itself, which may be
+/// a secret or a header value put in the wrong place.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The most of a field's text a refusal repeats.
+const ECHO_CHARS: usize = 40;
+
+/// A select value as a refusal repeats it: at most [`ECHO_CHARS`].
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(ECHO_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
 fn obj(doc: &Value) -> Result<&Map<String, Value>, String> {
     doc.as_object()
         .ok_or_else(|| "not a JSON object".to_string())
@@ -97,7 +121,7 @@ fn text<'a>(o: &'a Map<String, Value>, field: &str) -> Result<Option<&'a str>, S
     match o.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(format!("{field} is not text but {other}")),
+        Some(other) => Err(format!("{field} is not text but {}", kind(other))),
     }
 }
 
@@ -117,7 +141,10 @@ fn check(o: &Map<String, Value>, field: &str, default: bool) -> Result<bool, Str
         Some(Value::Number(n)) if n.as_i64() == Some(1) => Ok(true),
         Some(Value::String(s)) if s == "0" => Ok(false),
         Some(Value::String(s)) if s == "1" => Ok(true),
-        Some(other) => Err(format!("{field} is not a check (0 or 1) but {other}")),
+        Some(other) => Err(format!(
+            "{field} is not a check (0 or 1) but {}",
+            kind(other)
+        )),
     }
 }
 
@@ -128,14 +155,14 @@ fn int(o: &Map<String, Value>, field: &str) -> Result<Option<i64>, String> {
         Some(Value::Number(n)) => n
             .as_i64()
             .map(Some)
-            .ok_or_else(|| format!("{field} is not a whole number but {n}")),
+            .ok_or_else(|| format!("{field} is not a whole number")),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
         Some(Value::String(s)) => s
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| format!("{field} is not a whole number but {s:?}")),
-        Some(other) => Err(format!("{field} is not a whole number but {other}")),
+            .map_err(|_| format!("{field} is not a whole number")),
+        Some(other) => Err(format!("{field} is not a whole number but {}", kind(other))),
     }
 }
 
@@ -152,7 +179,8 @@ fn rows<'a>(o: &'a Map<String, Value>, field: &str) -> Result<Vec<&'a Map<String
             })
             .collect(),
         Some(other) => Err(format!(
-            "{field} is not a table (a list of rows) but {other}"
+            "{field} is not a table (a list of rows) but {}",
+            kind(other)
         )),
     }
 }
@@ -193,7 +221,9 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
     spec.dynamic_url = check(o, "is_dynamic_url", false)?;
     spec.method = match text(o, "request_method")?.map(str::trim) {
         None | Some("") => Method::Post,
-        Some(m) => m.parse::<Method>()?,
+        Some(m) => m
+            .parse::<Method>()
+            .map_err(|_| format!("request_method {:?} is not POST, PUT or DELETE", clip(m)))?,
     };
     let structure = text(o, "request_structure")?.unwrap_or("").trim();
     let data_rows = rows(o, "webhook_data")?;
@@ -204,7 +234,8 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
         "" => !data_rows.is_empty(),
         other => {
             return Err(format!(
-                "request_structure {other:?} is neither \"Form URL-Encoded\" nor \"JSON\""
+                "request_structure {:?} is neither \"Form URL-Encoded\" nor \"JSON\"",
+                clip(other)
             ))
         }
     };
@@ -410,6 +441,25 @@ mod tests {
         let mut doc = base();
         doc["request_method"] = json!("TRACE");
         assert!(to_spec(&doc).is_err());
+    }
+
+    #[test]
+    fn refusals_never_repeat_a_value() {
+        let mut doc = base();
+        doc["enable_security"] = json!(1);
+        doc["webhook_secret"] = json!(1234567890123_u64);
+        let e = to_spec(&doc).unwrap_err();
+        assert!(
+            !e.contains("1234567890123") && e.contains("a number"),
+            "{e}"
+        );
+        let mut doc = base();
+        doc["webhook_headers"] = json!([{"key": "Authorization", "value": ["Bearer sk_live"]}]);
+        let e = to_spec(&doc).unwrap_err();
+        assert!(!e.contains("sk_live") && e.contains("a list"), "{e}");
+        let mut doc = base();
+        doc["request_structure"] = json!("x".repeat(10_000));
+        assert!(to_spec(&doc).unwrap_err().len() < 200);
     }
 
     #[test]

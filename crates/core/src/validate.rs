@@ -91,9 +91,11 @@ fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// A webhook's name: what [`check_identifier`] allows, and spaces inside
-/// (Frappe's webhook names, "Orders to ERP", are kept on import). It never
-/// reaches a Redis key.
+/// A webhook's name: any text Frappe's prompt-named webhooks use ("Orders
+/// to ERP (EU)", "Ventes/Factures", "Bestellungen für Müller"), without
+/// control characters, invisible or direction-changing characters (a name
+/// that reads as another), or spaces at either end. It never reaches a
+/// Redis key or a header.
 fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
     check_text("the webhook name", value)?;
     if value.trim() != value {
@@ -101,12 +103,13 @@ fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
             "the webhook name {value:?} starts or ends with a space"
         ));
     }
-    if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | ' '))
-    {
+    let invisible = |c: char| {
+        matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    };
+    if value.chars().any(invisible) {
         return refuse(format!(
-            "the webhook name {value:?} may only use letters, digits, spaces, '_', '-', '.' and ':'"
+            "the webhook name {value:?} contains invisible or direction-changing characters"
         ));
     }
     Ok(())

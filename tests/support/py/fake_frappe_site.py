@@ -2,10 +2,13 @@
 Frappe: a stand-in `frappe` module with what the snippet uses (flags, the
 after-commit callbacks, the site config, log_error, enqueue).
 
-    fake_frappe_site.py SNIPPET_DIR INGEST_URL TOKEN EVENTS_JSON
+    fake_frappe_site.py SNIPPET_DIR INGEST_URL TOKEN TRANSACTIONS_JSON
 
-EVENTS_JSON is a list of {"method", "doc"}: the document events of one
-transaction. Prints {"errors": [titles logged], "jobs": background jobs}.
+TRANSACTIONS_JSON is a list of transactions, each {"events": [{"method",
+"doc"}], "rollback": bool}, run in order in one process, as a worker runs
+its requests: a commit runs the after-commit callbacks, a rollback the
+after-rollback ones, and either forgets both (as Frappe's database does).
+Prints {"errors": [titles logged], "jobs": background jobs enqueued}.
 """
 
 import json
@@ -23,7 +26,7 @@ class _dict(dict):
         self[key] = value
 
 
-class AfterCommit(list):
+class Callbacks(list):
     def add(self, callback):
         self.append(callback)
 
@@ -41,11 +44,11 @@ class Doc:
 
 
 def main():
-    snippet_dir, url, token, events = sys.argv[1:5]
+    snippet_dir, url, token, transactions = sys.argv[1:5]
     errors, jobs = [], []
     frappe = types.ModuleType("frappe")
     frappe.flags = _dict()
-    frappe.db = types.SimpleNamespace(after_commit=AfterCommit())
+    frappe.db = types.SimpleNamespace(after_commit=Callbacks(), after_rollback=Callbacks())
     frappe.get_conf = lambda: _dict(hookfleet_url=url, hookfleet_token=token)
     frappe.log_error = lambda title=None, **_: errors.append(title)
     frappe.enqueue = lambda method, queue=None, **kwargs: jobs.append((method, kwargs))
@@ -53,11 +56,14 @@ def main():
     sys.path.insert(0, snippet_dir)
     import hookfleet_events
 
-    for e in json.loads(events):
-        hookfleet_events.on_event(Doc(e["doc"]), e["method"])
-    # The transaction commits.
-    for callback in frappe.db.after_commit:
-        callback()
+    for transaction in json.loads(transactions):
+        for e in transaction["events"]:
+            hookfleet_events.on_event(Doc(e["doc"]), e["method"])
+        ending = "after_rollback" if transaction.get("rollback") else "after_commit"
+        for callback in getattr(frappe.db, ending):
+            callback()
+        frappe.db.after_commit.clear()
+        frappe.db.after_rollback.clear()
     print(json.dumps({"errors": errors, "jobs": len(jobs)}))
 
 

@@ -69,6 +69,10 @@ pub enum SecretChange {
     Set(Secret),
     /// Stop signing: no secret, no rotation.
     Remove,
+    /// Sign with this one from now on, without a rotation: the old one
+    /// stops signing at once (an import: the Frappe site already signs
+    /// with the new one).
+    Replace(Secret),
 }
 
 /// Replaces a webhook's definition, and changes its secret as `secret` says.
@@ -94,6 +98,16 @@ pub fn update(
         let now = Utc::now();
         match secret {
             SecretChange::Keep => {}
+            SecretChange::Replace(new) => {
+                let sealed = ring.seal(new.expose(), Purpose::SigningSecret);
+                diesel::update(webhooks::table.find(current.id))
+                    .set((
+                        webhooks::secret.eq(Some(sealed)),
+                        webhooks::previous_secret.eq(None::<String>),
+                        webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
+                    ))
+                    .execute(conn)?;
+            }
             SecretChange::Remove => {
                 diesel::update(webhooks::table.find(current.id))
                     .set((
