@@ -163,8 +163,12 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
             duration_ms: 1,
         };
         expected.push((claim.log_id, case.clone()));
-        tx.send(Finished { outcome, unit })
-            .expect("recorder listening");
+        tx.send(Finished {
+            outcome,
+            unit,
+            webhook: "props".into(),
+        })
+        .expect("recorder listening");
     }
     drop(tx);
     recorder.run(rx).await;

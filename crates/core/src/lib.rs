@@ -32,6 +32,8 @@
 //! - [`frappe_import`]: Frappe Webhook documents read into definitions.
 //! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
 //!   templates, and the site's time zone.
+//! - [`observe`]: the metrics, and the `/metrics`, `/livez` and `/readyz`
+//!   listener.
 //! - [`pyexpr`]: Frappe's Python conditions, checked and written as Jinja.
 
 pub mod at_rest;
@@ -44,6 +46,7 @@ pub mod error;
 pub mod frappe_import;
 pub mod frappe_utils;
 pub mod model;
+pub mod observe;
 pub mod pyexpr;
 pub mod queue;
 pub mod registry;

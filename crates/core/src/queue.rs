@@ -573,6 +573,13 @@ impl RedisQueue {
         Ok(moved == 1)
     }
 
+    /// Whether Redis answers (`PING`), for readiness.
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        let mut conn = self.conn().await?;
+        let _: String = redis::cmd("PING").query_async(&mut *conn).await?;
+        Ok(())
+    }
+
     /// Jobs waiting on `queue`.
     pub async fn depth(&self, queue: &str) -> Result<i64, QueueError> {
         let mut conn = self.conn().await?;

@@ -215,6 +215,9 @@ pub struct Producer {
     catalog: CatalogCache,
     http: reqwest::Client,
     identity: String,
+    /// Where its events come from, for `hookfleet_events_total{source}`:
+    /// `emit` (library, CLI) unless [`Producer::for_ingest`].
+    source: &'static str,
     /// After Redis fails, emits skip it until this time: the rows are safe in
     /// Postgres either way, and an emit should not wait on a dead Redis.
     redis_down_until: std::sync::Mutex<Option<std::time::Instant>>,
@@ -411,7 +414,22 @@ impl Producer {
             catalog: CatalogCache::default(),
             http,
             identity: process_identity("producer"),
+            source: "emit",
             redis_down_until: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The same producer, its events counted as the ingest's.
+    pub fn for_ingest(mut self) -> Producer {
+        self.source = "ingest";
+        self
+    }
+
+    /// What `/readyz` asks of this producer's Postgres and Redis.
+    pub fn probe(&self) -> hookfleet_core::observe::Probe {
+        hookfleet_core::observe::Probe {
+            store: self.store.clone(),
+            queue: self.queue.clone(),
         }
     }
 
@@ -428,6 +446,15 @@ impl Producer {
 
     /// Emits a batch (see [`Batch`]) in one transaction.
     pub async fn emit_batch(&self, batch: Batch) -> Result<EmitReport, EmitError> {
+        let count = batch.events.len() as u64;
+        let report = self.record_batch(batch).await;
+        if report.is_ok() {
+            hookfleet_core::observe::metrics().events_emitted(self.source, count);
+        }
+        report
+    }
+
+    async fn record_batch(&self, batch: Batch) -> Result<EmitReport, EmitError> {
         let events: Vec<Event> = batch
             .events
             .into_iter()

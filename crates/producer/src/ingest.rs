@@ -1,6 +1,8 @@
 //! `hookfleet-producer serve`: an HTTP ingest for applications that are not
 //! written in Rust. `POST /v1/events` takes one event, `POST /v1/events/batch`
-//! a JSON array emitted as one [`Batch`]; `GET /healthz` answers `ok`.
+//! a JSON array emitted as one [`Batch`]; `GET /healthz` answers `ok`,
+//! `GET /livez` and `GET /readyz` as every process's probes do (readiness
+//! asks Postgres and Redis), `GET /metrics` (behind the token) the metrics.
 //!
 //! Whoever can reach it can make hookfleet sign events with real secrets, so
 //! it is locked down: it refuses to start on a non-loopback address without
@@ -408,6 +410,7 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
 
 /// The ingest's routes.
 pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimits) -> Router {
+    let probe = producer.probe();
     let ingest = Arc::new(Ingest {
         producer,
         token,
@@ -417,12 +420,15 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
     Router::new()
         .route("/v1/events", post(one))
         .route("/v1/events/batch", post(many))
+        // Behind the token: the metrics name the webhooks.
+        .route("/metrics", get(hookfleet_core::observe::metrics_text))
         .route_layer(axum::middleware::from_fn_with_state(
             ingest.clone(),
             require_token,
         ))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ingest)
+        .merge(hookfleet_core::observe::probe_routes(probe))
 }
 
 /// Checks the address and token before anything listens.

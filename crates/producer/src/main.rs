@@ -18,7 +18,7 @@ use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
-use hookfleet_settings::{init_tracing, Settings};
+use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
 
 /// Events per transaction when emitting a file: large enough to amortise the
 /// round trips, small enough that one batch commits in tens of milliseconds.
@@ -70,6 +70,8 @@ enum Command {
         #[arg(long, env = "HOOKFLEET_INGEST_MAX_CONNECTIONS", default_value_t = hookfleet_producer::ingest::MAX_CONNECTIONS as u64,
               value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_connections: u64,
+        #[command(flatten)]
+        metrics: MetricsArgs,
     },
 }
 
@@ -250,10 +252,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             header_read_timeout,
             body_read_timeout,
             max_connections,
+            metrics,
         } => {
             let shutdown = Shutdown::new();
             shutdown.listen_for_signals();
             let stop = shutdown.clone();
+            // The ingest has no loop of its own: a ticker on its runtime
+            // shows /livez the runtime still schedules work.
+            let producer = producer.for_ingest();
+            metrics
+                .serve(
+                    producer.store(),
+                    &producer.probe().queue,
+                    INGEST_STALL_AFTER,
+                    &shutdown,
+                )
+                .await?;
+            tokio::spawn(async {
+                loop {
+                    hookfleet_core::observe::progress().tick();
+                    tokio::time::sleep(INGEST_TICK).await;
+                }
+            });
             let limits = IngestLimits {
                 header_read_timeout,
                 body_read_timeout,
@@ -271,6 +291,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+/// How often the ingest's ticker ticks, and how long /livez tolerates it
+/// not ticking: a runtime that cannot run a task for half a minute is
+/// wedged.
+const INGEST_TICK: Duration = Duration::from_secs(1);
+const INGEST_STALL_AFTER: Duration = Duration::from_secs(30);
 
 fn main() -> ExitCode {
     // Started as a template renderer (see hookfleet_core::sandbox): serve.

@@ -200,3 +200,41 @@ mod tests {
         assert!(shown.contains("redis_prefix"), "{shown}");
     }
 }
+
+/// `--metrics-listen`: where a long-running process serves `/metrics`,
+/// `/livez` and `/readyz` (off when unset).
+#[derive(Args, Debug, Clone)]
+pub struct MetricsArgs {
+    /// Serve /metrics (Prometheus), /livez and /readyz on this address, e.g.
+    /// 127.0.0.1:9464 (off when unset).
+    #[arg(long, env = "HOOKFLEET_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
+impl MetricsArgs {
+    /// Starts the listener if asked, with `/livez` failing once the
+    /// process's loop has not ticked for `stall_after`. An address that
+    /// cannot be bound is an error (the process should not run blind).
+    pub async fn serve(
+        &self,
+        store: &hookfleet_core::store::Store,
+        queue: &hookfleet_core::queue::RedisQueue,
+        stall_after: std::time::Duration,
+        shutdown: &hookfleet_core::shutdown::Shutdown,
+    ) -> Result<(), ConfigError> {
+        use hookfleet_core::observe;
+        observe::progress().set_stall_after(stall_after);
+        observe::progress().tick();
+        let Some(addr) = self.metrics_listen else {
+            return Ok(());
+        };
+        let probe = observe::Probe {
+            store: store.clone(),
+            queue: queue.clone(),
+        };
+        observe::serve(addr, probe, shutdown.clone())
+            .await
+            .map(|_| ())
+            .map_err(|e| ConfigError(format!("--metrics-listen {addr}: {e}")))
+    }
+}

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use hookfleet_core::error::{QueueError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
-use hookfleet_core::store::{deliveries, Store};
+use hookfleet_core::store::{deliveries, webhooks, Store};
 
 /// Rows enqueued per tick by default: a backlog drains over several ticks
 /// instead of landing on the queues at once.
@@ -73,10 +73,23 @@ impl Sweeper {
         }
     }
 
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn queue(&self) -> &RedisQueue {
+        &self.queue
+    }
+
     /// One tick, logged with what it found and did and how long it took.
     pub async fn tick_and_log(&self) -> Result<TickReport, SweepError> {
         let started = std::time::Instant::now();
         let r = self.tick().await?;
+        let metrics = hookfleet_core::observe::metrics();
+        metrics
+            .sweeper_tick
+            .observe(started.elapsed().as_secs_f64());
+        metrics.sweeper_enqueued.inc_by(r.enqueued as u64);
         tracing::info!(
             due = r.due,
             enqueued = r.enqueued,
@@ -85,6 +98,23 @@ impl Sweeper {
             "tick"
         );
         Ok(r)
+    }
+
+    /// Sets the gauges only the sweeper keeps: the due backlog and its
+    /// oldest age, every queue's depth and the dead letters.
+    pub async fn observe(&self) -> Result<(), SweepError> {
+        let metrics = hookfleet_core::observe::metrics();
+        let (due, oldest) = self.store.run(deliveries::backlog).await?;
+        metrics.due_backlog.set(due);
+        let age = oldest.map_or(0.0, |t| {
+            (chrono::Utc::now() - t).num_milliseconds().max(0) as f64 / 1000.0
+        });
+        metrics.oldest_due_age.set(age);
+        for name in self.store.run(webhooks::queue_names).await? {
+            metrics.set_queue_depth(&name, self.queue.depth(&name).await?);
+        }
+        metrics.dead_letters.set(self.queue.dead_count().await?);
+        Ok(())
     }
 
     /// One tick (see the crate docs).

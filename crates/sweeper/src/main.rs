@@ -10,7 +10,7 @@ use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_settings::{init_tracing, Settings};
+use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 
 /// The largest batch a tick may take: beyond this a tick stops being quick.
@@ -35,6 +35,9 @@ struct Cli {
     #[arg(long, env = "HOOKFLEET_SWEEP_BATCH_SIZE", default_value_t = DEFAULT_BATCH_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH_SIZE))]
     batch_size: u64,
+    /// (loop mode only)
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 #[tokio::main]
@@ -72,12 +75,27 @@ async fn main() -> ExitCode {
     }
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals();
+    // A loop ticks every interval (or sooner, retrying): three missed
+    // intervals and a slow tick's budget mean it is stuck.
+    let stall_after = cli.interval * 3 + Duration::from_secs(60);
+    if let Err(e) = cli
+        .metrics
+        .serve(sweeper.store(), sweeper.queue(), stall_after, &shutdown)
+        .await
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     tracing::info!(interval = ?cli.interval, batch_size = cli.batch_size, "sweeper started");
     let mut backoff = Backoff::new();
     while !shutdown.is_requested() {
+        hookfleet_core::observe::progress().tick();
         let wait = match sweeper.tick_and_log().await {
             Ok(_) => {
                 backoff.reset();
+                if let Err(e) = sweeper.observe().await {
+                    tracing::warn!(error = %e, "cannot read the backlog and queue depths for the metrics");
+                }
                 cli.interval
             }
             Err(e) => {

@@ -23,6 +23,9 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
     let mut last_reap = tokio::time::Instant::now();
     let mut healthy = true;
     loop {
+        // The loop runs whether or not Redis answers: /livez asks that it
+        // runs, /readyz that Redis answers.
+        hookfleet_core::observe::progress().tick();
         match queue
             .heartbeat(&config.worker_id, &config.queues, config.heartbeat_ttl)
             .await

@@ -10,7 +10,7 @@ use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_settings::{init_tracing, Settings};
+use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
 /// The most deliveries one process runs at once; more is more processes.
@@ -65,6 +65,8 @@ struct Cli {
     /// to record an outcome before the row counts as abandoned.
     #[arg(long, env = "HOOKFLEET_LEASE_MARGIN", default_value = "30s", value_parser = parse_duration)]
     lease_margin: Duration,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 /// A heartbeat TTL of at least a second (it is renewed every third of it).
@@ -113,6 +115,16 @@ async fn main() -> ExitCode {
     };
     let shutdown = Shutdown::new();
     shutdown.listen_for_signals();
+    // The heartbeat loop ticks every third of the TTL, Redis or not.
+    let stall_after = (cli.heartbeat_ttl * 2).max(Duration::from_secs(30));
+    if let Err(e) = cli
+        .metrics
+        .serve(&store, &queue, stall_after, &shutdown)
+        .await
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let config = WorkerConfig {
         worker_id: WorkerConfig::new_worker_id(),
         queues,

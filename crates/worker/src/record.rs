@@ -51,7 +51,12 @@ pub const WRITE_REFUSALS: u32 = 3;
 pub struct Finished {
     pub outcome: Outcome,
     pub unit: UnitOfWork,
+    /// Its webhook's name (the metrics' label).
+    pub webhook: Arc<str>,
 }
+
+/// The webhook of each outcome in a batch, by log id.
+type Webhooks = std::collections::HashMap<i64, Arc<str>>;
 
 pub struct Recorder {
     pub store: Store,
@@ -90,9 +95,13 @@ impl Recorder {
             }
             let this = self.clone();
             tokio::spawn(async move {
+                let webhooks: Webhooks = batch
+                    .iter()
+                    .map(|f| (f.outcome.log_id, f.webhook.clone()))
+                    .collect();
                 let (outcomes, units): (Vec<Outcome>, Vec<UnitOfWork>) =
                     batch.into_iter().map(|f| (f.outcome, f.unit)).unzip();
-                let written = this.write(outcomes).await;
+                let written = this.write(outcomes, &webhooks).await;
                 // The next batch may be written while these are acked.
                 drop(writer);
                 if let Written::Done = written {
@@ -106,7 +115,7 @@ impl Recorder {
 
     /// Writes the outcomes in one statement; if the database refuses it,
     /// one by one.
-    async fn write(&self, outcomes: Vec<Outcome>) -> Written {
+    async fn write(&self, outcomes: Vec<Outcome>, webhooks: &Webhooks) -> Written {
         let outcomes = Arc::new(outcomes);
         let mut backoff = Backoff::new();
         let mut refusals = 0;
@@ -118,17 +127,17 @@ impl Recorder {
                 .await
             {
                 Ok(updated) => {
-                    self.count(&outcomes, &updated);
+                    self.count(&outcomes, &updated, webhooks);
                     return Written::Done;
                 }
                 Err(StoreError::Rejected(e)) if refusals + 1 >= WRITE_REFUSALS => {
                     if outcomes.len() == 1 {
-                        return self.write_one(&outcomes[0]).await;
+                        return self.write_one(&outcomes[0], webhooks).await;
                     }
                     tracing::warn!(outcomes = outcomes.len(), error = %e,
                         "the database refuses a batch of outcomes; writing them one by one");
                     for outcome in outcomes.iter() {
-                        if let Written::Stopped = self.write_one(outcome).await {
+                        if let Written::Stopped = self.write_one(outcome, webhooks).await {
                             return Written::Stopped;
                         }
                     }
@@ -152,7 +161,7 @@ impl Recorder {
     /// Writes one outcome; if the database keeps refusing it, writes it
     /// plainly (without the receiver's bytes). Never gives up short of a
     /// forced stop: the job stays held until its outcome is in.
-    async fn write_one(&self, outcome: &Outcome) -> Written {
+    async fn write_one(&self, outcome: &Outcome, webhooks: &Webhooks) -> Written {
         let mut backoff = Backoff::new();
         let mut plain = false;
         let mut refusals = 0;
@@ -170,7 +179,7 @@ impl Recorder {
                 .await;
             match result {
                 Ok(updated) => {
-                    self.count(std::slice::from_ref(outcome), &updated);
+                    self.count(std::slice::from_ref(outcome), &updated, webhooks);
                     return Written::Done;
                 }
                 Err(StoreError::Rejected(e)) if !plain && refusals + 1 >= WRITE_REFUSALS => {
@@ -201,7 +210,8 @@ impl Recorder {
         }
     }
 
-    fn count(&self, outcomes: &[Outcome], updated: &[i64]) {
+    fn count(&self, outcomes: &[Outcome], updated: &[i64], webhooks: &Webhooks) {
+        let metrics = hookfleet_core::observe::metrics();
         let updated: std::collections::HashSet<i64> = updated.iter().copied().collect();
         for o in outcomes {
             if !updated.contains(&o.log_id) {
@@ -210,12 +220,16 @@ impl Recorder {
                     "outcome not recorded: the row was claimed again or replayed after this attempt's lease ended");
                 continue;
             }
-            let counter = match o.status {
-                OutcomeStatus::Delivered => &self.counters.delivered,
-                OutcomeStatus::Failed => &self.counters.failed,
-                OutcomeStatus::Exhausted => &self.counters.exhausted,
+            let (counter, outcome) = match o.status {
+                OutcomeStatus::Delivered => (&self.counters.delivered, "delivered"),
+                OutcomeStatus::Failed => (&self.counters.failed, "failed"),
+                OutcomeStatus::Exhausted => (&self.counters.exhausted, "exhausted"),
             };
             Counters::add(counter, 1);
+            let webhook = webhooks
+                .get(&o.log_id)
+                .map_or(hookfleet_core::observe::UNKNOWN_WEBHOOK, |w| &**w);
+            metrics.delivery(webhook, outcome);
             tracing::debug!(log_id = o.log_id, attempt = o.attempt, status = %o.status,
                 code = ?o.response_code, error = ?o.error, "attempt recorded");
         }

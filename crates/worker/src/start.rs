@@ -93,6 +93,8 @@ impl Starter {
                 self.start(unit, claim);
             } else if let Some(reason) = exhausted.get(&id) {
                 Counters::add(&self.counters.exhausted, 1);
+                hookfleet_core::observe::metrics()
+                    .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
                 tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
                 unit.free_endpoint_slot();
                 done.push(unit);
@@ -297,7 +299,12 @@ impl Starter {
         let recorder = self.recorder.clone();
         tokio::spawn(async move {
             unit.sending();
+            let metrics = hookfleet_core::observe::metrics();
+            metrics.in_flight.inc();
+            let sent = std::time::Instant::now();
             let report = deliver::send(&http, &config.policy, &claim).await;
+            metrics.in_flight.dec();
+            metrics.request_took(&claim.webhook_name, sent.elapsed());
             // The webhook's slot bounds requests at its receiver: it is free
             // as soon as the answer is in, while the job keeps its delivery
             // slot until the outcome is recorded.
@@ -306,7 +313,12 @@ impl Starter {
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");
             // The recorder outlives every delivery.
-            let _ = recorder.send(Finished { outcome, unit });
+            let webhook: Arc<str> = claim.webhook_name.as_str().into();
+            let _ = recorder.send(Finished {
+                outcome,
+                unit,
+                webhook,
+            });
         });
     }
 }

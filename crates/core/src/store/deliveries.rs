@@ -849,6 +849,36 @@ pub fn attempts(conn: &mut PgConnection, log_id: i64) -> Result<Vec<DeliveryAtte
         .load(conn)?)
 }
 
+/// The most due rows [`backlog`] counts: counting walks the due part of
+/// the next_retry index, so a huge backlog is reported as "at least this"
+/// rather than walked whole every tick.
+pub const MAX_BACKLOG_COUNT: i64 = 1_000_000;
+
+#[derive(diesel::QueryableByName)]
+struct CountRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+/// Rows whose attempt is due (at most [`MAX_BACKLOG_COUNT`]) and the
+/// oldest due time, for the sweeper's gauges. Both walk the next_retry
+/// index only.
+pub fn backlog(conn: &mut PgConnection) -> Result<(i64, Option<DateTime<Utc>>), StoreError> {
+    let now = Utc::now();
+    let oldest: Option<DateTime<Utc>> = webhook_request_logs::table
+        .filter(webhook_request_logs::next_retry.le(now))
+        .select(diesel::dsl::min(webhook_request_logs::next_retry))
+        .first(conn)?;
+    let count: CountRow = diesel::sql_query(
+        "SELECT count(*) AS n FROM (SELECT 1 FROM webhook_request_logs \
+         WHERE next_retry <= $1 LIMIT $2) due",
+    )
+    .bind::<diesel::sql_types::Timestamptz, _>(now)
+    .bind::<diesel::sql_types::BigInt, _>(MAX_BACKLOG_COUNT)
+    .get_result(conn)?;
+    Ok((count.n, oldest))
+}
+
 /// Row counts and the oldest pending time, for `stats`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Counts {

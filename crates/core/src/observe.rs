@@ -1,0 +1,478 @@
+//! What an operator watches: the metrics every long-running process keeps
+//! (`/metrics`, Prometheus/OpenMetrics text by the official client), and its
+//! health (`/livez`: its loop makes progress; `/readyz`: Postgres and Redis
+//! answer), served on `--metrics-listen`.
+//!
+//! The metrics are one process-wide set ([`metrics`]), recorded whether or
+//! not anything scrapes them (a few atomic adds per delivery). Labels are
+//! bounded: webhook names past [`MAX_WEBHOOK_LABELS`] are counted under
+//! `other`, outcomes, sources and queues are few by construction.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::queue::RedisQueue;
+use crate::shutdown::Shutdown;
+use crate::store::Store;
+
+/// Distinct webhook label values kept; more are counted as `other`, so a
+/// fleet with thousands of webhooks cannot grow the exposition without
+/// bound (each webhook costs a counter set and a histogram).
+pub const MAX_WEBHOOK_LABELS: usize = 500;
+
+/// The label value of webhooks past [`MAX_WEBHOOK_LABELS`].
+pub const OTHER_WEBHOOK: &str = "other";
+
+/// The label value of a delivery Exhausted before any request, whose
+/// webhook the worker never learned (deleted or disabled meanwhile).
+pub const UNKNOWN_WEBHOOK: &str = "-";
+
+/// How long a readiness check waits for Postgres or Redis: a healthy one
+/// answers in milliseconds; a probe that hangs is worse than a 503.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    pub webhook: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    pub webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Request durations, 5 ms to about 82 s: a receiver's answer is
+/// milliseconds to a webhook's 60 s timeout ceiling.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// Sweeper ticks, 1 ms to about 33 s.
+fn tick_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric DESIGN "Operations" names (but `hookfleet_webhooks_paused`,
+/// which comes with pausing).
+pub struct Metrics {
+    registry: Registry,
+    webhooks: Mutex<HashSet<String>>,
+    pub deliveries: Family<DeliveryLabels, Counter>,
+    pub delivery_duration: HistogramFamily<WebhookLabels>,
+    pub in_flight: Gauge,
+    pub queue_depth: Family<QueueLabels, Gauge>,
+    pub due_backlog: Gauge,
+    pub oldest_due_age: Gauge<f64, AtomicU64>,
+    pub sweeper_enqueued: Counter,
+    pub sweeper_tick: Histogram,
+    pub dead_letters: Gauge,
+    pub events: Family<SourceLabels, Counter>,
+}
+
+/// The names the processes export, as Prometheus sees them (counters with
+/// `_total`); the Grafana dashboard is checked against this list.
+pub const METRIC_NAMES: &[&str] = &[
+    "hookfleet_deliveries_total",
+    "hookfleet_delivery_duration_seconds",
+    "hookfleet_in_flight",
+    "hookfleet_queue_depth",
+    "hookfleet_due_backlog",
+    "hookfleet_oldest_due_age_seconds",
+    "hookfleet_sweeper_enqueued_total",
+    "hookfleet_sweeper_tick_seconds",
+    "hookfleet_dead_letters",
+    "hookfleet_events_total",
+];
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "hookfleet_deliveries",
+            "Attempts recorded, by webhook and outcome (delivered, failed, exhausted)",
+            deliveries.clone(),
+        );
+        let delivery_duration: HistogramFamily<WebhookLabels> =
+            Family::new_with_constructor(duration_histogram);
+        registry.register(
+            "hookfleet_delivery_duration_seconds",
+            "Time from sending a request to its answer (or error), by webhook",
+            delivery_duration.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "hookfleet_in_flight",
+            "Requests this worker has sent and not yet had answered",
+            in_flight.clone(),
+        );
+        let queue_depth = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "hookfleet_queue_depth",
+            "Jobs waiting in a queue (at the sweeper's last tick or worker's last look)",
+            queue_depth.clone(),
+        );
+        let due_backlog = Gauge::default();
+        registry.register(
+            "hookfleet_due_backlog",
+            "Pending rows whose attempt is due (sweeper)",
+            due_backlog.clone(),
+        );
+        let oldest_due_age = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "hookfleet_oldest_due_age_seconds",
+            "How long the oldest due row has been waiting (sweeper)",
+            oldest_due_age.clone(),
+        );
+        let sweeper_enqueued = Counter::default();
+        registry.register(
+            "hookfleet_sweeper_enqueued",
+            "Rows the sweeper put (back) on their queues",
+            sweeper_enqueued.clone(),
+        );
+        let sweeper_tick = tick_histogram();
+        registry.register(
+            "hookfleet_sweeper_tick_seconds",
+            "How long a sweeper tick took",
+            sweeper_tick.clone(),
+        );
+        let dead_letters = Gauge::default();
+        registry.register(
+            "hookfleet_dead_letters",
+            "Jobs in the dead-letter list",
+            dead_letters.clone(),
+        );
+        let events = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "hookfleet_events",
+            "Events emitted, by source (emit: library and CLI; ingest: HTTP)",
+            events.clone(),
+        );
+        Metrics {
+            registry,
+            webhooks: Mutex::new(HashSet::new()),
+            deliveries,
+            delivery_duration,
+            in_flight,
+            queue_depth,
+            due_backlog,
+            oldest_due_age,
+            sweeper_enqueued,
+            sweeper_tick,
+            dead_letters,
+            events,
+        }
+    }
+
+    /// The label value for `webhook`: its name while fewer than
+    /// [`MAX_WEBHOOK_LABELS`] are known, else `other`.
+    pub fn webhook_label(&self, webhook: &str) -> String {
+        let mut known = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if known.contains(webhook) {
+            return webhook.to_string();
+        }
+        if known.len() < MAX_WEBHOOK_LABELS {
+            known.insert(webhook.to_string());
+            return webhook.to_string();
+        }
+        OTHER_WEBHOOK.to_string()
+    }
+
+    /// Counts one recorded attempt of `webhook`.
+    pub fn delivery(&self, webhook: &str, outcome: &'static str) {
+        self.deliveries
+            .get_or_create(&DeliveryLabels {
+                webhook: self.webhook_label(webhook),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Observes one request's duration.
+    pub fn request_took(&self, webhook: &str, took: Duration) {
+        self.delivery_duration
+            .get_or_create(&WebhookLabels {
+                webhook: self.webhook_label(webhook),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Sets a queue's depth.
+    pub fn set_queue_depth(&self, queue: &str, depth: i64) {
+        self.queue_depth
+            .get_or_create(&QueueLabels {
+                queue: queue.to_string(),
+            })
+            .set(depth);
+    }
+
+    /// Counts events emitted from `source` ("emit" or "ingest").
+    pub fn events_emitted(&self, source: &'static str, n: u64) {
+        self.events
+            .get_or_create(&SourceLabels { source })
+            .inc_by(n);
+    }
+
+    /// The exposition text.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// How long a loop may go without progress before `/livez` says so, unless
+/// the process sets its own ([`Progress::set_stall_after`]): three times
+/// the slowest loop's natural period is the usual choice.
+pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
+
+/// When the process's main loop last made progress: `/livez` answers 503
+/// once it has not for longer than the process allows.
+#[derive(Debug)]
+pub struct Progress {
+    started: Instant,
+    /// Milliseconds from `started` to the last tick.
+    last: AtomicU64,
+    /// Milliseconds allowed between ticks.
+    stall_after: AtomicU64,
+}
+
+impl Progress {
+    /// A loop that must tick at least every `stall_after`.
+    pub fn new(stall_after: Duration) -> Progress {
+        Progress {
+            started: Instant::now(),
+            last: AtomicU64::new(0),
+            stall_after: AtomicU64::new(millis(stall_after)),
+        }
+    }
+
+    /// Sets how long the loop may go without a tick.
+    pub fn set_stall_after(&self, stall_after: Duration) {
+        self.stall_after
+            .store(millis(stall_after), Ordering::Relaxed);
+    }
+
+    /// The loop made progress.
+    pub fn tick(&self) {
+        self.last
+            .store(millis(self.started.elapsed()), Ordering::Relaxed);
+    }
+
+    /// How long since the last tick.
+    pub fn since_last(&self) -> Duration {
+        self.started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)))
+    }
+
+    /// Ok while the loop ticks often enough; else why not.
+    pub fn live(&self) -> Result<(), String> {
+        let since = self.since_last();
+        let allowed = Duration::from_millis(self.stall_after.load(Ordering::Relaxed));
+        if since > allowed {
+            return Err(format!(
+                "no progress for {}s (allowed {}s)",
+                since.as_secs(),
+                allowed.as_secs()
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The process's main loop's progress.
+pub fn progress() -> &'static Progress {
+    static PROGRESS: OnceLock<Progress> = OnceLock::new();
+    PROGRESS.get_or_init(|| Progress::new(DEFAULT_STALL_AFTER))
+}
+
+/// What `/livez` and `/readyz` ask.
+#[derive(Clone)]
+pub struct Probe {
+    pub store: Store,
+    pub queue: RedisQueue,
+}
+
+impl Probe {
+    /// Ok when Postgres and Redis both answer within
+    /// [`READY_CHECK_TIMEOUT`]; else every reason.
+    pub async fn ready(&self) -> Result<(), String> {
+        let pg = tokio::time::timeout(
+            READY_CHECK_TIMEOUT,
+            self.store.run(|c| {
+                use diesel::RunQueryDsl;
+                diesel::sql_query("SELECT 1")
+                    .execute(c)
+                    .map_err(crate::StoreError::from)
+            }),
+        );
+        let redis = tokio::time::timeout(READY_CHECK_TIMEOUT, self.queue.ping());
+        let (pg, redis) = tokio::join!(pg, redis);
+        let mut reasons = Vec::new();
+        match pg {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => reasons.push(format!("postgres: {e}")),
+            Err(_) => reasons.push(format!(
+                "postgres: no answer within {}s",
+                READY_CHECK_TIMEOUT.as_secs()
+            )),
+        }
+        match redis {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => reasons.push(format!("redis: {e}")),
+            Err(_) => reasons.push(format!(
+                "redis: no answer within {}s",
+                READY_CHECK_TIMEOUT.as_secs()
+            )),
+        }
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons.join("; "))
+        }
+    }
+}
+
+fn answer(result: Result<(), String>) -> (StatusCode, String) {
+    match result {
+        Ok(()) => (StatusCode::OK, "ok\n".into()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
+    }
+}
+
+async fn livez() -> impl IntoResponse {
+    answer(progress().live())
+}
+
+async fn readyz(State(probe): State<Probe>) -> impl IntoResponse {
+    answer(probe.ready().await)
+}
+
+/// `GET /metrics` (OpenMetrics text).
+pub async fn metrics_text() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics().encode(),
+    )
+}
+
+/// The probe routes (`/livez`, `/readyz`), for a listener of the caller's.
+pub fn probe_routes(probe: Probe) -> Router {
+    Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .with_state(probe)
+}
+
+/// Serves `/metrics`, `/livez` and `/readyz` on `addr` until `shutdown`;
+/// fails only if the address cannot be bound.
+pub async fn serve(
+    addr: SocketAddr,
+    probe: Probe,
+    shutdown: Shutdown,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let app = probe_routes(probe).route("/metrics", get(metrics_text));
+    tracing::info!(listen = %listener.local_addr()?, "serving /metrics, /livez and /readyz");
+    Ok(tokio::spawn(async move {
+        let stop = async move { shutdown.requested(2).await };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::warn!(error = %e, "the metrics listener stopped");
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_labels_are_bounded() {
+        let m = Metrics::new();
+        for i in 0..MAX_WEBHOOK_LABELS {
+            assert_eq!(m.webhook_label(&format!("w{i}")), format!("w{i}"));
+        }
+        assert_eq!(m.webhook_label("one too many"), OTHER_WEBHOOK);
+        assert_eq!(m.webhook_label("w0"), "w0", "a known one keeps its name");
+        m.delivery("one too many", "failed");
+        m.delivery("another", "failed");
+        let text = m.encode();
+        assert!(
+            text.contains(r#"hookfleet_deliveries_total{webhook="other",outcome="failed"} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_named_metric_is_exported() {
+        let m = Metrics::new();
+        m.delivery("w", "delivered");
+        m.request_took("w", Duration::from_millis(12));
+        m.set_queue_depth("default", 3);
+        m.events_emitted("emit", 2);
+        let text = m.encode();
+        for name in METRIC_NAMES {
+            assert!(
+                text.lines().any(|l| l.starts_with(name)),
+                "{name} missing from\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_loop_that_stops_ticking_is_not_live() {
+        let p = Progress::new(Duration::from_millis(50));
+        p.tick();
+        assert!(p.live().is_ok());
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(p.live().unwrap_err().contains("no progress"));
+        p.tick();
+        assert!(p.live().is_ok());
+    }
+}

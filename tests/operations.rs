@@ -1,0 +1,200 @@
+//! What an operator watches, from outside, on real processes started with
+//! `--metrics-listen`: `/metrics` counts what the worker, the sweeper's loop
+//! and the ingest did; `/livez` answers while their loops run; `/readyz`
+//! answers 503 with the reason while Postgres is unreachable, and 200 again
+//! when it is back, the process serving throughout.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use hookfleet_testkit::{
+    curl, free_port, spec, until_blocking, FleetProcess, IngestProcess, LocalPostgres, Receiver,
+    TestEnv, ENTITY,
+};
+
+/// How long a test waits for a process to do what it should.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn get(base: &str, path: &str) -> (u16, String) {
+    curl(&[&format!("{base}{path}")])
+}
+
+/// Starts `bin ARGS --metrics-listen 127.0.0.1:PORT` and waits until it
+/// answers `/livez`; the process and its base URL.
+fn start_with_metrics(env: &TestEnv, bin: &str, args: &[&str]) -> (FleetProcess, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut cmd = env.command(bin);
+    cmd.args(args).args(["--metrics-listen", &listen]);
+    let mut process = FleetProcess::spawn(cmd);
+    let base = format!("http://{listen}");
+    until_blocking(PATIENCE, &format!("{bin} answers /livez"), || {
+        assert!(process.running(), "{bin} exited");
+        get(&base, "/livez").0 == 200
+    });
+    (process, base)
+}
+
+/// The value of the sample `line_start` (a metric name with its labels).
+fn sample(metrics: &str, line_start: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_counts_its_deliveries_by_webhook_and_outcome() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([hookfleet_testkit::Reply::status(503)]);
+    env.add_webhook(&spec("orders", ENTITY, "on_submit", &receiver.url("/o")));
+    env.emit_by_cli("on_submit", "SO-1", &json!({"name": "SO-1"}))
+        .ok("emit");
+    env.emit_by_cli("on_submit", "SO-2", &json!({"name": "SO-2"}))
+        .ok("emit");
+    let (mut worker, base) = start_with_metrics(&env, "hookfleet-worker", &["--concurrency", "1"]);
+    receiver.wait_for(2, PATIENCE).await;
+    let text = blocking_until_metric(
+        &base,
+        r#"hookfleet_deliveries_total{webhook="orders",outcome="delivered"}"#,
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"hookfleet_deliveries_total{webhook="orders",outcome="delivered"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"hookfleet_deliveries_total{webhook="orders",outcome="failed"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"hookfleet_delivery_duration_seconds_count{webhook="orders"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "hookfleet_in_flight "), Some(0.0), "{text}");
+    assert_eq!(get(&base, "/readyz"), (200, "ok\n".into()));
+    assert_eq!(get(&base, "/nothing-here").0, 404);
+    worker.stop();
+}
+
+/// Reads `/metrics` until `line_start` appears; the text.
+fn blocking_until_metric(base: &str, line_start: &str) -> String {
+    let mut text = String::new();
+    until_blocking(PATIENCE, &format!("{line_start} in /metrics"), || {
+        let (code, body) = get(base, "/metrics");
+        assert_eq!(code, 200, "{body}");
+        text = body;
+        text.contains(line_start)
+    });
+    text
+}
+
+#[test]
+fn readyz_says_postgres_is_unreachable_while_the_worker_keeps_serving() {
+    let pg = LocalPostgres::start();
+    let env = TestEnv::on_postgres(&pg.admin_url());
+    let (mut worker, base) = start_with_metrics(&env, "hookfleet-worker", &[]);
+    assert_eq!(get(&base, "/readyz").0, 200);
+    pg.stop_immediately();
+    let mut answer = (0, String::new());
+    until_blocking(PATIENCE, "/readyz answers 503", || {
+        answer = get(&base, "/readyz");
+        answer.0 == 503
+    });
+    assert!(answer.1.contains("postgres"), "{answer:?}");
+    assert!(!answer.1.contains("redis"), "Redis is fine: {answer:?}");
+    assert_eq!(get(&base, "/livez").0, 200, "alive, only not ready");
+    assert!(worker.running());
+    pg.start_again();
+    until_blocking(PATIENCE, "/readyz answers 200 again", || {
+        get(&base, "/readyz").0 == 200
+    });
+    worker.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_loop_reports_the_backlog_queues_and_its_ticks() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("quiet", "on_submit");
+    for name in ["SO-1", "SO-2", "SO-3"] {
+        env.emit_by_cli("on_submit", name, &json!({"name": name}))
+            .ok("emit");
+    }
+    env.make_all_due();
+    let (mut sweeper, base) = start_with_metrics(&env, "hookfleet-sweeper", &["--interval", "1s"]);
+    let text = blocking_until_metric(&base, "hookfleet_sweeper_tick_seconds_count");
+    assert_eq!(sample(&text, "hookfleet_due_backlog "), Some(3.0), "{text}");
+    assert!(
+        sample(&text, "hookfleet_oldest_due_age_seconds ").is_some_and(|a| a > 0.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, r#"hookfleet_queue_depth{queue="default"}"#).is_some_and(|d| d >= 3.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hookfleet_dead_letters "),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(text.contains("hookfleet_sweeper_enqueued_total"), "{text}");
+    assert_eq!(get(&base, "/readyz").0, 200);
+    sweeper.stop();
+}
+
+#[test]
+fn the_ingest_serves_probes_and_counts_its_events_behind_its_token() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("quiet", "on_submit");
+    let token = "an-ingest-token-of-some-length";
+    let ingest = IngestProcess::start(&env, &["--token", token]);
+    assert_eq!(get(&ingest.base, "/livez").0, 200);
+    assert_eq!(get(&ingest.base, "/readyz"), (200, "ok\n".into()));
+    assert_eq!(
+        get(&ingest.base, "/metrics").0,
+        401,
+        "the metrics name webhooks"
+    );
+    let auth = format!("Authorization: Bearer {token}");
+    let event = json!({"entity_type": ENTITY, "event": "on_submit", "name": "SO-1"});
+    let (code, body) = ingest.post("/v1/events", event.to_string(), &[&auth]);
+    assert_eq!(code, 202, "{body}");
+    let (code, text) = curl(&["-H", &auth, &format!("{}/metrics", ingest.base)]);
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(
+        sample(&text, r#"hookfleet_events_total{source="ingest"}"#),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_metrics_address_that_cannot_be_bound_stops_the_process() {
+    let env = TestEnv::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = hookfleet_testkit::run_within(
+        {
+            let mut cmd = env.command("hookfleet-worker");
+            cmd.args(["--metrics-listen", &addr]);
+            cmd
+        },
+        PATIENCE,
+        "a worker on a taken metrics port",
+    );
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("--metrics-listen"), "{out}");
+}
