@@ -15,28 +15,36 @@ use crate::table;
 pub enum DeadCommand {
     /// List dead letters, newest first.
     List {
+        /// At most this many dead letters.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Show one dead letter.
     Show {
+        /// The dead letter's id (from `dead list`).
         id: String,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Put dead letters back on their queues (one by ID, or --all).
     Requeue {
+        /// The dead letter's id (from `dead list`).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         id: Option<String>,
+        /// Requeue every dead letter.
         #[arg(long)]
         all: bool,
     },
     /// Delete dead letters (one by ID, or --all).
     Purge {
+        /// The dead letter's id (from `dead list`).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         id: Option<String>,
+        /// Delete every dead letter.
         #[arg(long)]
         all: bool,
     },

@@ -27,12 +27,15 @@ pub enum DeliveryCommand {
         /// At most this many rows.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Show one delivery: the frozen request, its state and every attempt.
     Show {
+        /// The delivery's id (the log id).
         id: i64,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },

@@ -37,7 +37,7 @@ impl std::error::Error for Usage {}
 #[command(
     name = "hookfleet",
     version,
-    about = "Operate a hookfleet: schema, webhooks, deliveries, stats"
+    about = "Operate a hookfleet: schema, webhooks, deliveries, dead letters, secrets, stats"
 )]
 struct Cli {
     #[command(flatten)]
@@ -63,6 +63,7 @@ enum Command {
     Dead(DeadCommand),
     /// Rows by status, queue depths, dead letters, the oldest due retry.
     Stats {
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -83,6 +84,7 @@ enum SecretsCommand {
         /// key is far more often a deploy mistake than a wish to decrypt.
         #[arg(long)]
         decrypt: bool,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },

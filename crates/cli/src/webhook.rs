@@ -36,12 +36,15 @@ pub enum WebhookCommand {
     },
     /// List webhooks.
     List {
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Show one webhook (header values hidden unless --show-header-values).
     Show {
+        /// The webhook's name.
         name: String,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
         /// Show the static headers' values (they may be credentials).
@@ -53,6 +56,7 @@ pub enum WebhookCommand {
     /// Webhooks signature, and the Frappe header) until `rotate-finish` or
     /// 24 hours.
     Update {
+        /// The webhook's name.
         name: String,
         #[command(flatten)]
         fields: Definition,
@@ -87,23 +91,37 @@ pub enum WebhookCommand {
     },
     /// Finish a secret rotation: the old secret stops signing and the
     /// Frappe header moves to the new one.
-    RotateFinish { name: String },
+    RotateFinish {
+        /// The webhook's name.
+        name: String,
+    },
     /// Enable a webhook.
-    Enable { name: String },
+    Enable {
+        /// The webhook's name.
+        name: String,
+    },
     /// Disable a webhook: no new deliveries; pending ones become Exhausted
     /// when their attempt comes, without a request.
-    Disable { name: String },
+    Disable {
+        /// The webhook's name.
+        name: String,
+    },
     /// Delete a webhook. Its delivery rows stay; pending ones become Exhausted
     /// when their attempt comes, without a request.
-    Delete { name: String },
+    Delete {
+        /// The webhook's name.
+        name: String,
+    },
     /// What the webhook would do with a document: whether it meets the
     /// condition, the URL, method, headers (values hidden) and body.
     /// Nothing is recorded, nothing is sent.
     Preview {
+        /// The webhook's name.
         name: String,
         /// The document, a JSON object: a file, or - for standard input.
         #[arg(long, value_name = "FILE|-")]
         doc: String,
+        /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -115,14 +133,16 @@ pub enum WebhookCommand {
 /// The definition flags shared by add and update.
 #[derive(Args)]
 pub struct Definition {
-    /// Entity type (Frappe's doctype), e.g. "Sales Order".
+    /// Entity type (Frappe's doctype), e.g. "Sales Order" (required by add).
     #[arg(long)]
     entity_type: Option<String>,
     /// Event: after_insert, on_update, on_submit, on_cancel, on_trash,
-    /// on_update_after_submit, on_change, workflow_transition, or any other.
+    /// on_update_after_submit, on_change, workflow_transition, or any other
+    /// (required by add).
     #[arg(long)]
     event: Option<String>,
-    /// Receiver URL (http or https), or a Jinja template with --dynamic-url.
+    /// Receiver URL (http or https), or a Jinja template with --dynamic-url
+    /// (required by add).
     #[arg(long)]
     url: Option<String>,
     /// Render the URL as a Jinja template with `doc`.
@@ -132,10 +152,10 @@ pub struct Definition {
     /// default: the host written literally in the URL template).
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
-    /// HTTP method: POST, PUT, PATCH, DELETE or GET.
+    /// HTTP method: POST (add's default), PUT, PATCH, DELETE or GET.
     #[arg(long)]
     method: Option<String>,
-    /// Body encoding: json or form.
+    /// Body encoding: json (add's default) or form.
     #[arg(long)]
     structure: Option<String>,
     /// A Jinja template rendering the JSON body from `doc` (with Frappe's
@@ -164,13 +184,15 @@ pub struct Definition {
     /// Read the signing secret from a file (first line).
     #[arg(long)]
     secret_file: Option<String>,
-    /// Time a receiver has to answer (more than 0, at most 60s), e.g. 5s.
+    /// Time a receiver has to answer (more than 0, at most 60s; add's
+    /// default 5s).
     #[arg(long)]
     timeout: Option<String>,
-    /// Queue its deliveries go to.
+    /// Queue its deliveries go to (add's default: default).
     #[arg(long)]
     queue: Option<String>,
-    /// Retries after the first attempt (0 = one attempt only).
+    /// Retries after the first attempt (0 = one attempt only; add's default
+    /// 3).
     #[arg(long, allow_negative_numbers = true)]
     max_retries: Option<i64>,
     /// Most requests in flight to this webhook per worker process (default:

@@ -206,7 +206,8 @@ mod tests {
 #[derive(Args, Debug, Clone)]
 pub struct MetricsArgs {
     /// Serve /metrics (Prometheus), /livez and /readyz on this address, e.g.
-    /// 127.0.0.1:9464 (off when unset).
+    /// 127.0.0.1:9464 (off when unset; the sweeper serves them in its loop
+    /// mode only).
     #[arg(long, env = "HOOKFLEET_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 }

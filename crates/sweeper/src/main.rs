@@ -26,7 +26,7 @@ struct Cli {
     #[command(flatten)]
     settings: Settings,
     /// Run one tick and exit (for a Kubernetes CronJob or a systemd timer).
-    #[arg(long, conflicts_with = "interval")]
+    #[arg(long, conflicts_with_all = ["interval", "metrics_listen"])]
     once: bool,
     /// Time between ticks when looping.
     #[arg(long, env = "HOOKFLEET_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
@@ -35,7 +35,6 @@ struct Cli {
     #[arg(long, env = "HOOKFLEET_SWEEP_BATCH_SIZE", default_value_t = DEFAULT_BATCH_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH_SIZE))]
     batch_size: u64,
-    /// (loop mode only)
     #[command(flatten)]
     metrics: MetricsArgs,
 }
