@@ -198,3 +198,51 @@ fn a_metrics_address_that_cannot_be_bound_stops_the_process() {
     assert_eq!(out.code, Some(2), "{out}");
     assert!(out.stderr.contains("--metrics-listen"), "{out}");
 }
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_the_processes_export() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/hookfleet-dashboard.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard"))
+            .expect("the dashboard is JSON");
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            for (i, _) in expr.match_indices("hookfleet_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                queried.insert(name);
+            }
+        }
+    }
+    assert!(queried.len() >= 8, "{queried:?}");
+    let exported = hookfleet_core::observe::METRIC_NAMES;
+    for name in &queried {
+        let base = ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        assert!(
+            exported.contains(&base),
+            "the dashboard queries {name}, which no process exports"
+        );
+    }
+    // And what the issue asks the dashboard to show is there.
+    for wanted in [
+        "hookfleet_deliveries_total",
+        "hookfleet_delivery_duration_seconds_bucket",
+        "hookfleet_in_flight",
+        "hookfleet_queue_depth",
+        "hookfleet_due_backlog",
+        "hookfleet_oldest_due_age_seconds",
+        "hookfleet_dead_letters",
+    ] {
+        assert!(queried.contains(wanted), "the dashboard lacks {wanted}");
+    }
+}
