@@ -246,3 +246,91 @@ fn the_grafana_dashboard_queries_only_metrics_the_processes_export() {
         assert!(queried.contains(wanted), "the dashboard lacks {wanted}");
     }
 }
+
+#[test]
+fn in_json_mode_every_line_a_failing_process_prints_is_json() {
+    let env = TestEnv::new();
+    let nothing_listens = format!("postgres://nobody@127.0.0.1:{}/none", free_port());
+    let run = |bin: &str, args: &[&str], database_url: &str| {
+        let mut cmd = env.command(bin);
+        cmd.args(args)
+            .env("HOOKFLEET_LOG_FORMAT", "json")
+            .env("DATABASE_URL", database_url);
+        hookfleet_testkit::run_within(cmd, PATIENCE, bin)
+    };
+    for (out, code, says) in [
+        (
+            run("hookfleet-sweeper", &["--once"], &nothing_listens),
+            1,
+            "tick failed",
+        ),
+        (
+            run("hookfleet-worker", &["--queues", ","], &env.envs()[0].1),
+            2,
+            "--queues names no queue",
+        ),
+    ] {
+        assert_eq!(out.code, Some(code), "{out}");
+        let all = out.all();
+        let lines: Vec<&str> = all.lines().filter(|l| !l.is_empty()).collect();
+        assert!(!lines.is_empty(), "{out}");
+        for line in &lines {
+            let parsed: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert!(parsed["level"].is_string(), "{line}");
+        }
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("\"level\":\"ERROR\"") && l.contains(says)),
+            "the fatal error is a JSON line: {out}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempts_are_logged_with_their_reason_but_a_dead_receiver_cannot_flood_the_log() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_always(hookfleet_testkit::Reply::status(500));
+    env.add_webhook(&spec("down", ENTITY, "on_submit", &receiver.url("/down")));
+    let events = 200;
+    env.producer()
+        .emit_batch(hookfleet_testkit::sales_orders(events))
+        .await
+        .expect("emit");
+    let mut cmd = env.command("hookfleet-worker");
+    cmd.args(["--concurrency", "64"])
+        .env("HOOKFLEET_LOG_FORMAT", "json");
+    let started = std::time::Instant::now();
+    let mut worker = FleetProcess::spawn_logged(cmd);
+    receiver.wait_for(events, PATIENCE).await;
+    // Every attempt's outcome is written before the worker stops.
+    until_blocking(PATIENCE, "every row Failed", || {
+        env.rows()
+            .iter()
+            .all(|r| r.status == hookfleet_core::model::DeliveryStatus::Failed)
+    });
+    worker.stop();
+    let elapsed = started.elapsed().as_secs_f64();
+    let log = worker.log();
+    let failures: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "attempt failed; retry scheduled")
+        .collect();
+    assert!(!failures.is_empty(), "no failed attempt logged: {log}");
+    let first = &failures[0];
+    assert_eq!(first["level"], "INFO", "{first}");
+    assert_eq!(first["fields"]["webhook"], "down", "{first}");
+    assert_eq!(first["fields"]["reason"], "HTTP 500", "{first}");
+    assert!(first["fields"]["log_id"].is_number(), "{first}");
+    assert_eq!(first["fields"]["attempt"], 1, "{first}");
+    // A burst of 20, then 5 a second: far fewer lines than failures.
+    let allowed = 20.0 + 5.0 * elapsed + 1.0;
+    assert!(
+        (failures.len() as f64) <= allowed && failures.len() < events,
+        "{} lines for {events} failures in {elapsed:.1}s",
+        failures.len()
+    );
+}

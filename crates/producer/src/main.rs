@@ -18,7 +18,7 @@ use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
-use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
+use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 
 /// Events per transaction when emitting a file: large enough to amortise the
 /// round trips, small enough that one batch commits in tens of milliseconds.
@@ -164,14 +164,14 @@ async fn emit_one(producer: &Producer, args: EmitArgs) -> anyhow::Result<ExitCod
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ EmitError::WorkflowTransition { .. }) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             if let EmitError::WorkflowTransition { report, .. } = e {
                 print_report(&report, args.json);
             }
             Ok(ExitCode::from(1))
         }
         Err(e @ EmitError::TransitionUnrecorded { .. }) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             if let EmitError::TransitionUnrecorded { report, .. } = e {
                 print_report(&report, args.json);
             }
@@ -312,7 +312,7 @@ async fn run_main() -> ExitCode {
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            fatal(format!("{e:#}"));
             ExitCode::from(1)
         }
     }

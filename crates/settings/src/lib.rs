@@ -152,6 +152,20 @@ impl Settings {
     }
 }
 
+/// Whether logs are JSON: then even the last words of a process are.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says why a process stops: `error: …` on stderr for a person, or (with
+/// `--log-format json`) one JSON log line at error level, so a log pipeline
+/// that parses every line parses this one too.
+pub fn fatal(message: impl std::fmt::Display) {
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!(fatal = true, "{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
 /// Starts `tracing` output on stderr, as text or one JSON object per line.
 pub fn init_tracing(format: &str) {
     use tracing_subscriber::EnvFilter;
@@ -163,6 +177,7 @@ pub fn init_tracing(format: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     if format == "json" {
+        JSON_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = builder.json().try_init();
     } else {
         let _ = builder.try_init();

@@ -10,7 +10,7 @@ use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
+use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 
 /// The largest batch a tick may take: beyond this a tick stops being quick.
@@ -49,11 +49,11 @@ async fn main() -> ExitCode {
     ) {
         (Ok(s), Ok(q)) => (s, q),
         (Err(e), _) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             return ExitCode::from(1);
         }
         (_, Err(e)) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             return ExitCode::from(1);
         }
     };
@@ -67,7 +67,7 @@ async fn main() -> ExitCode {
         return match sweeper.tick_and_log().await {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: tick failed: {e}");
+                fatal(format!("tick failed: {e}"));
                 ExitCode::from(1)
             }
         };
@@ -82,7 +82,7 @@ async fn main() -> ExitCode {
         .serve(sweeper.store(), sweeper.queue(), stall_after, &shutdown)
         .await
     {
-        eprintln!("error: {e}");
+        fatal(&e);
         return ExitCode::from(2);
     }
     tracing::info!(interval = ?cli.interval, batch_size = cli.batch_size, "sweeper started");

@@ -10,7 +10,7 @@ use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::store::Store;
-use hookfleet_settings::{init_tracing, MetricsArgs, Settings};
+use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
 /// The most deliveries one process runs at once; more is more processes.
@@ -83,7 +83,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.settings.log_format);
     if let Err(e) = cli.settings.install(true) {
-        eprintln!("error: {e}");
+        fatal(&e);
         return ExitCode::from(2);
     }
     let queues: Vec<String> = cli
@@ -93,7 +93,7 @@ async fn main() -> ExitCode {
         .filter(|q| !q.is_empty())
         .collect();
     if queues.is_empty() {
-        eprintln!("error: --queues names no queue");
+        fatal("--queues names no queue");
         return ExitCode::from(2);
     }
     let concurrency = cli.concurrency as usize;
@@ -102,14 +102,14 @@ async fn main() -> ExitCode {
     let store = match Store::connect(&cli.settings.database_url, 4) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             return ExitCode::from(1);
         }
     };
     let queue = match RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix) {
         Ok(q) => q,
         Err(e) => {
-            eprintln!("error: {e}");
+            fatal(&e);
             return ExitCode::from(1);
         }
     };
@@ -122,7 +122,7 @@ async fn main() -> ExitCode {
         .serve(&store, &queue, stall_after, &shutdown)
         .await
     {
-        eprintln!("error: {e}");
+        fatal(&e);
         return ExitCode::from(2);
     }
     let config = WorkerConfig {

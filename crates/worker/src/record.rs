@@ -55,6 +55,60 @@ pub struct Finished {
     pub webhook: Arc<str>,
 }
 
+/// Failed-attempt lines logged per second, after a burst of
+/// [`FAILURE_LOG_BURST`]: enough to see which receivers fail and why; a
+/// receiver that is down fails thousands of attempts a minute, which would
+/// bury everything else.
+const FAILURE_LOG_PER_SECOND: u32 = 5;
+const FAILURE_LOG_BURST: u32 = 20;
+
+/// Logs failed and exhausted attempts at info (warn when exhausted), at
+/// most at the rate above; what it held back is counted and said with the
+/// next line it logs.
+struct FailureLog {
+    limiter: governor::DefaultDirectRateLimiter,
+    held_back: std::sync::atomic::AtomicU64,
+}
+
+impl FailureLog {
+    fn get() -> &'static FailureLog {
+        static LOG: std::sync::OnceLock<FailureLog> = std::sync::OnceLock::new();
+        LOG.get_or_init(|| {
+            let per_second = std::num::NonZeroU32::new(FAILURE_LOG_PER_SECOND)
+                .unwrap_or(std::num::NonZeroU32::MIN);
+            let burst =
+                std::num::NonZeroU32::new(FAILURE_LOG_BURST).unwrap_or(std::num::NonZeroU32::MIN);
+            FailureLog {
+                limiter: governor::RateLimiter::direct(
+                    governor::Quota::per_second(per_second).allow_burst(burst),
+                ),
+                held_back: std::sync::atomic::AtomicU64::new(0),
+            }
+        })
+    }
+
+    fn log(&self, o: &Outcome, webhook: &str) {
+        use std::sync::atomic::Ordering;
+        if self.limiter.check().is_err() {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let not_logged = self.held_back.swap(0, Ordering::Relaxed);
+        let reason = match (&o.error, o.response_code) {
+            (Some(e), _) => e.clone(),
+            (None, Some(code)) => format!("HTTP {code}"),
+            (None, None) => "no answer".into(),
+        };
+        if o.status == OutcomeStatus::Exhausted {
+            tracing::warn!(webhook, log_id = o.log_id, attempt = o.attempt, reason = %reason,
+                not_logged, "attempt failed; no retries left (Exhausted)");
+        } else {
+            tracing::info!(webhook, log_id = o.log_id, attempt = o.attempt, reason = %reason,
+                retry_in = ?o.retry_in, not_logged, "attempt failed; retry scheduled");
+        }
+    }
+}
+
 /// The webhook of each outcome in a batch, by log id.
 type Webhooks = std::collections::HashMap<i64, Arc<str>>;
 
@@ -230,6 +284,9 @@ impl Recorder {
                 .get(&o.log_id)
                 .map_or(hookfleet_core::observe::UNKNOWN_WEBHOOK, |w| &**w);
             metrics.delivery(webhook, outcome);
+            if o.status != OutcomeStatus::Delivered {
+                FailureLog::get().log(o, webhook);
+            }
             tracing::debug!(log_id = o.log_id, attempt = o.attempt, status = %o.status,
                 code = ?o.response_code, error = ?o.error, "attempt recorded");
         }
