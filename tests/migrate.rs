@@ -71,3 +71,61 @@ fn migrate_from_four_processes_at_once_all_succeed_and_apply_once() {
     env.add_quiet_webhook("after-migrate", "on_submit");
     assert_eq!(env.listed_webhooks().as_array().expect("list").len(), 1);
 }
+
+#[test]
+fn every_binary_but_migrate_refuses_a_schema_older_than_itself() {
+    let env = TestEnv::new();
+    // The newest migration forgotten, as a database the last deploy did not
+    // migrate would be.
+    let forgotten: Vec<(String, String)> = env
+        .store
+        .run_sync(|c| {
+            #[derive(diesel::QueryableByName)]
+            struct Row {
+                #[diesel(sql_type = diesel::sql_types::Text)]
+                version: String,
+                #[diesel(sql_type = diesel::sql_types::Text)]
+                run_on: String,
+            }
+            let rows: Vec<Row> = diesel::sql_query(
+                "DELETE FROM __diesel_schema_migrations WHERE version = \
+                 (SELECT max(version) FROM __diesel_schema_migrations) \
+                 RETURNING version, run_on::text",
+            )
+            .load(c)?;
+            Ok(rows.into_iter().map(|r| (r.version, r.run_on)).collect())
+        })
+        .expect("forget a migration");
+    assert_eq!(forgotten.len(), 1);
+    let check = |bin: &str, args: &[&str]| {
+        let mut cmd = env.command(bin);
+        cmd.args(args);
+        let out = hookfleet_testkit::run_within(cmd, std::time::Duration::from_secs(30), bin);
+        assert_eq!(out.code, Some(1), "{bin} {args:?}: {out}");
+        assert!(
+            out.stderr.contains("run hookfleet migrate"),
+            "{bin} {args:?}: {out}"
+        );
+    };
+    check("hookfleet-worker", &[]);
+    check("hookfleet-sweeper", &["--once"]);
+    check(
+        "hookfleet-producer",
+        &["emit", "--entity-type", "T", "--event", "e", "--name", "n"],
+    );
+    check("hookfleet", &["webhook", "list"]);
+    // Back as it was: they run.
+    let (version, run_on) = forgotten[0].clone();
+    env.store
+        .run_sync(move |c| {
+            diesel::sql_query(
+                "INSERT INTO __diesel_schema_migrations (version, run_on) VALUES ($1, $2::timestamp)",
+            )
+            .bind::<diesel::sql_types::Text, _>(version)
+            .bind::<diesel::sql_types::Text, _>(run_on)
+            .execute(c)?;
+            Ok(())
+        })
+        .expect("restore");
+    env.cli(&["webhook", "list"]).ok("current schema");
+}

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::store::Store;
 use hookfleet_settings::Settings;
 
 use crate::dead::DeadCommand;
@@ -93,7 +92,10 @@ enum SecretsCommand {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
     s.install(false)?;
-    let store = Store::connect(&s.database_url, 1)?;
+    let store = s.store(1)?;
+    if !matches!(cli.command, Command::Migrate) {
+        hookfleet_settings::require_current_schema(&store)?;
+    }
     match cli.command {
         Command::Migrate => {
             let applied = store.migrate()?;

@@ -70,6 +70,9 @@ pub enum StoreError {
     Refused(Refusal),
     #[error("migration failed: {0}")]
     Migration(String),
+    /// The schema lacks migrations this binary needs.
+    #[error("the database schema is older than this binary (missing {0}): run hookfleet migrate")]
+    OldSchema(String),
 }
 
 /// Why an operation was refused; the message says what to do instead.

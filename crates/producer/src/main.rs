@@ -15,7 +15,6 @@ use serde_json::Value;
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::Store;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
@@ -228,7 +227,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = cli.settings;
     init_tracing(&settings.log_format);
     settings.install(true)?;
-    let store = Store::connect(&settings.database_url, POOL_SIZE)?;
+    let store = settings.store(POOL_SIZE)?;
+    hookfleet_settings::require_current_schema(&store)?;
     let queue = RedisQueue::connect(&settings.redis_url, &settings.redis_prefix)?;
     let producer = Producer::new(
         store,

@@ -15,10 +15,11 @@ use clap::Args;
 
 use hookfleet_core::at_rest::{self, Keyring};
 use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
-use hookfleet_core::error::ConfigError;
+use hookfleet_core::error::{ConfigError, StoreError};
 use hookfleet_core::frappe_utils;
 use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::Store;
 
 /// Connection settings and delivery policy common to all binaries.
 /// (`Debug` is written by hand: it must never print a key or a password.)
@@ -79,6 +80,13 @@ pub struct Settings {
     )]
     pub secret_key_old: Vec<String>,
 
+    /// Postgres connections this process keeps at most (default: what the
+    /// binary needs: worker 4, producer 8, sweeper 2, CLI 1). Size it so
+    /// that processes × this stays under Postgres's max_connections (or the
+    /// pooler's pool).
+    #[arg(long, env = "HOOKFLEET_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub db_pool_size: Option<u32>,
+
     /// The site's time zone (an IANA name such as Asia/Kolkata): what
     /// templates' `utils.now()`, `utils.nowdate()` and `utils.today()`
     /// answer in, as Frappe answers in its site's zone.
@@ -103,6 +111,7 @@ impl std::fmt::Debug for Settings {
                 "secret_key_old",
                 &format!("<{} hidden>", self.secret_key_old.len()),
             )
+            .field("db_pool_size", &self.db_pool_size)
             .field("time_zone", &self.time_zone)
             .finish()
     }
@@ -134,6 +143,15 @@ impl Settings {
             .filter(|k| !k.is_empty())
             .collect();
         Keyring::new(current.as_deref(), &old)
+    }
+
+    /// Connects to Postgres with `--db-pool-size` connections at most, or
+    /// `default_pool` (the binary's own need) when unset.
+    pub fn store(&self, default_pool: u32) -> Result<Store, StoreError> {
+        Store::connect(
+            &self.database_url,
+            self.db_pool_size.unwrap_or(default_pool),
+        )
     }
 
     /// Installs the keyring and the time zone for this process; a
@@ -222,7 +240,7 @@ mod tests {
 pub struct MetricsArgs {
     /// Serve /metrics (Prometheus), /livez and /readyz on this address, e.g.
     /// 127.0.0.1:9464 (off when unset; the sweeper serves them in its loop
-    /// mode only).
+    /// mode only and ignores this with --once).
     #[arg(long, env = "HOOKFLEET_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
@@ -252,5 +270,19 @@ impl MetricsArgs {
             .await
             .map(|_| ())
             .map_err(|e| ConfigError(format!("--metrics-listen {addr}: {e}")))
+    }
+}
+
+/// Refuses to run on a schema older than the binary: "run hookfleet
+/// migrate". A database that does not answer now is not refused here (a
+/// worker waits for it, as it waits out any outage); it is said.
+pub fn require_current_schema(store: &Store) -> Result<(), ConfigError> {
+    match store.check_schema() {
+        Ok(()) => Ok(()),
+        Err(e @ StoreError::OldSchema(_)) => Err(ConfigError(e.to_string())),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check the schema version now");
+            Ok(())
+        }
     }
 }

@@ -9,7 +9,6 @@ use hookfleet_core::backoff::Backoff;
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::Store;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 
@@ -25,8 +24,10 @@ const MAX_BATCH_SIZE: u64 = 100_000;
 struct Cli {
     #[command(flatten)]
     settings: Settings,
-    /// Run one tick and exit (for a Kubernetes CronJob or a systemd timer).
-    #[arg(long, conflicts_with_all = ["interval", "metrics_listen"])]
+    /// Run one tick and exit (for a Kubernetes CronJob or a systemd timer);
+    /// --interval and --metrics-listen are then ignored, so one environment
+    /// file can serve the timer and the loop.
+    #[arg(long)]
     once: bool,
     /// Time between ticks when looping.
     #[arg(long, env = "HOOKFLEET_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
@@ -44,7 +45,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.settings.log_format);
     let (store, queue) = match (
-        Store::connect(&cli.settings.database_url, 2),
+        cli.settings.store(2),
         RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix),
     ) {
         (Ok(s), Ok(q)) => (s, q),
@@ -57,6 +58,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = hookfleet_settings::require_current_schema(&store) {
+        fatal(&e);
+        return ExitCode::from(1);
+    }
     let sweeper = Sweeper::new(
         store,
         queue,

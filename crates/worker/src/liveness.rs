@@ -35,6 +35,7 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
                     tracing::info!("Redis answers again; heartbeat renewed");
                 }
                 healthy = true;
+                observe_queues(&queue, &config.queues).await;
             }
             Err(e) => {
                 if healthy {
@@ -60,5 +61,20 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
             }
         }
         tokio::time::sleep(beat).await;
+    }
+}
+
+/// Sets the depth of this worker's queues and the dead letters for the
+/// metrics (one LLEN each, every beat), so they are exported where workers
+/// run even when the sweeper runs from a timer.
+async fn observe_queues(queue: &RedisQueue, queues: &[String]) {
+    let metrics = hookfleet_core::observe::metrics();
+    for name in queues {
+        if let Ok(depth) = queue.depth(name).await {
+            metrics.set_queue_depth(name, depth);
+        }
+    }
+    if let Ok(dead) = queue.dead_count().await {
+        metrics.dead_letters.set(dead);
     }
 }

@@ -9,7 +9,6 @@ use clap::Parser;
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::Store;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
@@ -99,13 +98,17 @@ async fn main() -> ExitCode {
     let concurrency = cli.concurrency as usize;
     // Enough connections that claims and outcome writes never wait on each
     // other; Postgres copes with a handful per worker.
-    let store = match Store::connect(&cli.settings.database_url, 4) {
+    let store = match cli.settings.store(4) {
         Ok(s) => s,
         Err(e) => {
             fatal(&e);
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = hookfleet_settings::require_current_schema(&store) {
+        fatal(&e);
+        return ExitCode::from(1);
+    }
     let queue = match RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix) {
         Ok(q) => q,
         Err(e) => {

@@ -127,6 +127,22 @@ impl Store {
         .map_err(|e| StoreError::Unavailable(format!("database task failed: {e}")))?
     }
 
+    /// Refuses a schema older than this binary: `Err(Refused)` naming the
+    /// migrations it lacks and saying to run `hookfleet migrate`. Other
+    /// errors (Postgres unreachable) are the caller's to judge.
+    pub fn check_schema(&self) -> Result<(), StoreError> {
+        self.run_sync(|conn| {
+            let pending = conn
+                .pending_migrations(MIGRATIONS)
+                .map_err(|e| StoreError::Migration(e.to_string()))?;
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let names: Vec<String> = pending.iter().map(|m| m.name().to_string()).collect();
+            Err(StoreError::OldSchema(names.join(", ")))
+        })
+    }
+
     /// Applies pending migrations; returns the names applied. Safe when
     /// several processes run it at once (an advisory lock serialises them) and
     /// a no-op when the schema is current.
