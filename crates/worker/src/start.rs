@@ -297,7 +297,13 @@ impl Starter {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
-        tokio::spawn(async move {
+        // Every line logged while this attempt is sent carries its log id,
+        // attempt and webhook. A debug span: at the default level it costs
+        // nothing per delivery (the lines of interest at info, the failed
+        // attempts, name their log id and webhook themselves).
+        let span = tracing::debug_span!("delivery", log_id = claim.log_id,
+            attempt = claim.attempt, webhook = %claim.webhook_name);
+        let delivery = async move {
             unit.sending();
             let metrics = hookfleet_core::observe::metrics();
             metrics.in_flight.inc();
@@ -319,6 +325,7 @@ impl Starter {
                 unit,
                 webhook,
             });
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(delivery, span));
     }
 }
