@@ -219,7 +219,7 @@ def check_k8s(path, label):
                 if key in ("DATABASE_URL", "REDIS_URL") or "TOKEN" in key or "SECRET_KEY" in key:
                     bad(f"{where}: {key} is a secret; it belongs in the Secret")
             if "HOOKFLEET_SWEEP_INTERVAL" in d.get("data", {}):
-                bad(f"{where}: HOOKFLEET_SWEEP_INTERVAL makes the CronJob's --once refuse to start")
+                bad(f"{where}: HOOKFLEET_SWEEP_INTERVAL in the shared ConfigMap is ignored by the CronJob; give the loop its --interval flag")
         for t in pod_templates(d):
             spec = t.get("spec", {})
             labels = t.get("metadata", {}).get("labels", {})

@@ -85,6 +85,15 @@ async fn a_worker_counts_its_deliveries_by_webhook_and_outcome() {
         "{text}"
     );
     assert_eq!(sample(&text, "hookfleet_in_flight "), Some(0.0), "{text}");
+    // Only what a worker keeps: a missing sweeper must not read as a
+    // backlog of 0.
+    for absent in [
+        "hookfleet_oldest_due_age_seconds",
+        "hookfleet_due_backlog",
+        "hookfleet_events",
+    ] {
+        assert!(!text.contains(absent), "a worker exports {absent}: {text}");
+    }
     assert_eq!(get(&base, "/readyz"), (200, "ok\n".into()));
     assert_eq!(get(&base, "/nothing-here").0, 404);
     worker.stop();
@@ -114,6 +123,20 @@ fn readyz_says_postgres_is_unreachable_while_the_worker_keeps_serving() {
         answer = get(&base, "/readyz");
         answer.0 == 503
     });
+    // Within a probe's timeout, however many ask at once.
+    let asked = std::time::Instant::now();
+    let answers: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|_| s.spawn(|| get(&base, "/readyz").0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(answers.iter().all(|c| *c == 503), "{answers:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "20 probes took {:?}",
+        asked.elapsed()
+    );
     assert!(answer.1.contains("postgres"), "{answer:?}");
     assert!(!answer.1.contains("redis"), "Redis is fine: {answer:?}");
     assert_eq!(get(&base, "/livez").0, 200, "alive, only not ready");

@@ -83,7 +83,10 @@ fn tick_histogram() -> Histogram {
 /// Every metric DESIGN "Operations" names (but `hookfleet_webhooks_paused`,
 /// which comes with pausing).
 pub struct Metrics {
-    registry: Registry,
+    /// Only what this process keeps is registered (see [`Role`]): a worker
+    /// exporting the sweeper's gauges as 0 would hide a missing sweeper.
+    registry: Mutex<Registry>,
+    registered: Mutex<HashSet<&'static str>>,
     webhooks: Mutex<HashSet<String>>,
     pub deliveries: Family<DeliveryLabels, Counter>,
     pub delivery_duration: HistogramFamily<WebhookLabels>,
@@ -112,83 +115,112 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookfleet_events_total",
 ];
 
+/// What a process does, and so which metrics it exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Deliveries, durations, in flight, its queues' depth, dead letters.
+    Worker,
+    /// The backlog, its ticks, every queue's depth, dead letters.
+    Sweeper,
+    /// Events emitted.
+    Producer,
+}
+
 impl Metrics {
     fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let deliveries = Family::<DeliveryLabels, Counter>::default();
-        registry.register(
-            "hookfleet_deliveries",
-            "Attempts recorded, by webhook and outcome (delivered, failed, exhausted)",
-            deliveries.clone(),
-        );
-        let delivery_duration: HistogramFamily<WebhookLabels> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register(
-            "hookfleet_delivery_duration_seconds",
-            "Time from sending a request to its answer (or error), by webhook",
-            delivery_duration.clone(),
-        );
-        let in_flight = Gauge::default();
-        registry.register(
-            "hookfleet_in_flight",
-            "Requests this worker has sent and not yet had answered",
-            in_flight.clone(),
-        );
-        let queue_depth = Family::<QueueLabels, Gauge>::default();
-        registry.register(
-            "hookfleet_queue_depth",
-            "Jobs waiting in a queue (at the sweeper's last tick or worker's last look)",
-            queue_depth.clone(),
-        );
-        let due_backlog = Gauge::default();
-        registry.register(
-            "hookfleet_due_backlog",
-            "Pending rows whose attempt is due (sweeper)",
-            due_backlog.clone(),
-        );
-        let oldest_due_age = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "hookfleet_oldest_due_age_seconds",
-            "How long the oldest due row has been waiting (sweeper)",
-            oldest_due_age.clone(),
-        );
-        let sweeper_enqueued = Counter::default();
-        registry.register(
-            "hookfleet_sweeper_enqueued",
-            "Rows the sweeper put (back) on their queues",
-            sweeper_enqueued.clone(),
-        );
-        let sweeper_tick = tick_histogram();
-        registry.register(
-            "hookfleet_sweeper_tick_seconds",
-            "How long a sweeper tick took",
-            sweeper_tick.clone(),
-        );
-        let dead_letters = Gauge::default();
-        registry.register(
-            "hookfleet_dead_letters",
-            "Jobs in the dead-letter list",
-            dead_letters.clone(),
-        );
-        let events = Family::<SourceLabels, Counter>::default();
-        registry.register(
-            "hookfleet_events",
-            "Events emitted, by source (emit: library and CLI; ingest: HTTP)",
-            events.clone(),
-        );
         Metrics {
-            registry,
+            registry: Mutex::new(Registry::default()),
+            registered: Mutex::new(HashSet::new()),
             webhooks: Mutex::new(HashSet::new()),
-            deliveries,
-            delivery_duration,
-            in_flight,
-            queue_depth,
-            due_backlog,
-            oldest_due_age,
-            sweeper_enqueued,
-            sweeper_tick,
-            dead_letters,
-            events,
+            deliveries: Family::default(),
+            delivery_duration: Family::new_with_constructor(duration_histogram),
+            in_flight: Gauge::default(),
+            queue_depth: Family::default(),
+            due_backlog: Gauge::default(),
+            oldest_due_age: Gauge::default(),
+            sweeper_enqueued: Counter::default(),
+            sweeper_tick: tick_histogram(),
+            dead_letters: Gauge::default(),
+            events: Family::default(),
+        }
+    }
+
+    fn register(
+        &self,
+        name: &'static str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        let mut registered = self.registered.lock().unwrap_or_else(|e| e.into_inner());
+        if registered.insert(name) {
+            self.registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .register(name, help, metric);
+        }
+    }
+
+    /// Exports the metrics `role` keeps (a process may have several).
+    pub fn export(&self, role: Role) {
+        let queues = || {
+            self.register(
+                "hookfleet_queue_depth",
+                "Jobs waiting in a queue (a worker's own queues, the sweeper's every queue)",
+                self.queue_depth.clone(),
+            );
+            self.register(
+                "hookfleet_dead_letters",
+                "Jobs in the dead-letter list",
+                self.dead_letters.clone(),
+            );
+        };
+        match role {
+            Role::Worker => {
+                self.register(
+                    "hookfleet_deliveries",
+                    "Attempts recorded, by webhook and outcome (delivered, failed, exhausted)",
+                    self.deliveries.clone(),
+                );
+                self.register(
+                    "hookfleet_delivery_duration_seconds",
+                    "Time from sending a request to its answer (or error), by webhook",
+                    self.delivery_duration.clone(),
+                );
+                self.register(
+                    "hookfleet_in_flight",
+                    "Requests this worker has sent and not yet had answered",
+                    self.in_flight.clone(),
+                );
+                queues();
+            }
+            Role::Sweeper => {
+                self.register(
+                    "hookfleet_due_backlog",
+                    "Pending rows whose attempt is due (counted up to 1,000,000)",
+                    self.due_backlog.clone(),
+                );
+                self.register(
+                    "hookfleet_oldest_due_age_seconds",
+                    "How long the oldest due row has been waiting",
+                    self.oldest_due_age.clone(),
+                );
+                self.register(
+                    "hookfleet_sweeper_enqueued",
+                    "Rows the sweeper put (back) on their queues",
+                    self.sweeper_enqueued.clone(),
+                );
+                self.register(
+                    "hookfleet_sweeper_tick_seconds",
+                    "How long a sweeper tick took",
+                    self.sweeper_tick.clone(),
+                );
+                queues();
+            }
+            Role::Producer => self.register(
+                "hookfleet_events",
+                "Events emitted, by source (emit: library and CLI; ingest: HTTP)",
+                self.events.clone(),
+            ),
         }
     }
 
@@ -234,6 +266,13 @@ impl Metrics {
             .set(depth);
     }
 
+    /// Counts a request in flight until the guard drops (a cancelled or
+    /// panicking send included).
+    pub fn in_flight_guard(&self) -> InFlightGuard {
+        self.in_flight.inc();
+        InFlightGuard(self.in_flight.clone())
+    }
+
     /// Counts events emitted from `source` ("emit" or "ingest").
     pub fn events_emitted(&self, source: &'static str, n: u64) {
         self.events
@@ -245,8 +284,18 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
         text
+    }
+}
+
+/// A request in flight (see [`Metrics::in_flight_guard`]).
+pub struct InFlightGuard(Gauge);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 
@@ -326,25 +375,52 @@ pub fn progress() -> &'static Progress {
     PROGRESS.get_or_init(|| Progress::new(DEFAULT_STALL_AFTER))
 }
 
+/// How long a readiness answer is reused: probes from several places (an
+/// orchestrator, a scraper, a load balancer) share one check, and a flood
+/// of requests during an outage costs one check a second, not a thread
+/// each.
+pub const READY_CACHE: Duration = Duration::from_secs(1);
+
+type ReadyAnswer = Option<(Instant, Result<(), String>)>;
+
 /// What `/livez` and `/readyz` ask.
 #[derive(Clone)]
 pub struct Probe {
-    pub store: Store,
-    pub queue: RedisQueue,
+    store: Store,
+    queue: RedisQueue,
+    last: std::sync::Arc<tokio::sync::Mutex<ReadyAnswer>>,
 }
 
 impl Probe {
+    pub fn new(store: Store, queue: RedisQueue) -> Probe {
+        Probe {
+            store,
+            queue,
+            last: Default::default(),
+        }
+    }
+
     /// Ok when Postgres and Redis both answer within
-    /// [`READY_CHECK_TIMEOUT`]; else every reason.
+    /// [`READY_CHECK_TIMEOUT`]; else every reason. One check at a time;
+    /// an answer younger than [`READY_CACHE`] is reused.
     pub async fn ready(&self) -> Result<(), String> {
+        let mut last = self.last.lock().await;
+        if let Some((at, answer)) = &*last {
+            if at.elapsed() < READY_CACHE {
+                return answer.clone();
+            }
+        }
+        let answer = self.check().await;
+        *last = Some((Instant::now(), answer.clone()));
+        answer
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        // The pool waits at most the check's time for a connection; the
+        // outer timeout also bounds a query on a connection that hangs.
         let pg = tokio::time::timeout(
             READY_CHECK_TIMEOUT,
-            self.store.run(|c| {
-                use diesel::RunQueryDsl;
-                diesel::sql_query("SELECT 1")
-                    .execute(c)
-                    .map_err(crate::StoreError::from)
-            }),
+            self.store.ping(READY_CHECK_TIMEOUT.mul_f32(0.75)),
         );
         let redis = tokio::time::timeout(READY_CHECK_TIMEOUT, self.queue.ping());
         let (pg, redis) = tokio::join!(pg, redis);
@@ -384,8 +460,16 @@ async fn livez() -> impl IntoResponse {
     answer(progress().live())
 }
 
-async fn readyz(State(probe): State<Probe>) -> impl IntoResponse {
-    answer(probe.ready().await)
+async fn readyz(State((probe, detailed)): State<(Probe, bool)>) -> impl IntoResponse {
+    let result = probe.ready().await;
+    // On a public listener the reason (hosts, ports) stays in the log.
+    if !detailed {
+        if let Err(reason) = &result {
+            tracing::warn!(reason = %reason, "not ready");
+            return answer(Err("not ready".into()));
+        }
+    }
+    answer(result)
 }
 
 /// `GET /metrics` (OpenMetrics text).
@@ -399,12 +483,13 @@ pub async fn metrics_text() -> impl IntoResponse {
     )
 }
 
-/// The probe routes (`/livez`, `/readyz`), for a listener of the caller's.
-pub fn probe_routes(probe: Probe) -> Router {
+/// The probe routes (`/livez`, `/readyz`), for a listener of the caller's;
+/// `detailed`: whether a 503 says why (not on a public listener).
+pub fn probe_routes(probe: Probe, detailed: bool) -> Router {
     Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(probe)
+        .with_state((probe, detailed))
 }
 
 /// Serves `/metrics`, `/livez` and `/readyz` on `addr` until `shutdown`;
@@ -415,7 +500,7 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let app = probe_routes(probe).route("/metrics", get(metrics_text));
+    let app = probe_routes(probe, true).route("/metrics", get(metrics_text));
     tracing::info!(listen = %listener.local_addr()?, "serving /metrics, /livez and /readyz");
     Ok(tokio::spawn(async move {
         let stop = async move { shutdown.requested(2).await };
@@ -435,6 +520,7 @@ mod tests {
     #[test]
     fn webhook_labels_are_bounded() {
         let m = Metrics::new();
+        m.export(Role::Worker);
         for i in 0..MAX_WEBHOOK_LABELS {
             assert_eq!(m.webhook_label(&format!("w{i}")), format!("w{i}"));
         }
@@ -452,6 +538,9 @@ mod tests {
     #[test]
     fn every_named_metric_is_exported() {
         let m = Metrics::new();
+        for role in [Role::Worker, Role::Sweeper, Role::Producer, Role::Worker] {
+            m.export(role);
+        }
         m.delivery("w", "delivered");
         m.request_took("w", Duration::from_millis(12));
         m.set_queue_depth("default", 3);
@@ -463,6 +552,16 @@ mod tests {
                 "{name} missing from\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn a_process_exports_only_what_its_role_keeps() {
+        let m = Metrics::new();
+        m.export(Role::Worker);
+        let text = m.encode();
+        assert!(text.contains("hookfleet_in_flight"), "{text}");
+        assert!(!text.contains("hookfleet_oldest_due_age_seconds"), "{text}");
+        assert!(!text.contains("hookfleet_events"), "{text}");
     }
 
     #[test]

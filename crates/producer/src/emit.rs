@@ -427,14 +427,15 @@ impl Producer {
 
     /// What `/readyz` asks of this producer's Postgres and Redis.
     pub fn probe(&self) -> hookfleet_core::observe::Probe {
-        hookfleet_core::observe::Probe {
-            store: self.store.clone(),
-            queue: self.queue.clone(),
-        }
+        hookfleet_core::observe::Probe::new(self.store.clone(), self.queue.clone())
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    pub fn queue(&self) -> &RedisQueue {
+        &self.queue
     }
 
     /// Emits one event.

@@ -428,7 +428,7 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
         ))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ingest)
-        .merge(hookfleet_core::observe::probe_routes(probe))
+        .merge(hookfleet_core::observe::probe_routes(probe, false))
 }
 
 /// Checks the address and token before anything listens.

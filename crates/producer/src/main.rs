@@ -262,8 +262,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let producer = producer.for_ingest();
             metrics
                 .serve(
+                    hookfleet_core::observe::Role::Producer,
                     producer.store(),
-                    &producer.probe().queue,
+                    producer.queue(),
                     INGEST_STALL_AFTER,
                     &shutdown,
                 )

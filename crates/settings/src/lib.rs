@@ -246,26 +246,26 @@ pub struct MetricsArgs {
 }
 
 impl MetricsArgs {
-    /// Starts the listener if asked, with `/livez` failing once the
+    /// Exports `role`'s metrics and starts the listener if asked, with
+    /// `/livez` failing once the
     /// process's loop has not ticked for `stall_after`. An address that
     /// cannot be bound is an error (the process should not run blind).
     pub async fn serve(
         &self,
+        role: hookfleet_core::observe::Role,
         store: &hookfleet_core::store::Store,
         queue: &hookfleet_core::queue::RedisQueue,
         stall_after: std::time::Duration,
         shutdown: &hookfleet_core::shutdown::Shutdown,
     ) -> Result<(), ConfigError> {
         use hookfleet_core::observe;
+        observe::metrics().export(role);
         observe::progress().set_stall_after(stall_after);
         observe::progress().tick();
         let Some(addr) = self.metrics_listen else {
             return Ok(());
         };
-        let probe = observe::Probe {
-            store: store.clone(),
-            queue: queue.clone(),
-        };
+        let probe = observe::Probe::new(store.clone(), queue.clone());
         observe::serve(addr, probe, shutdown.clone())
             .await
             .map(|_| ())

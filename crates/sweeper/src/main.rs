@@ -84,7 +84,13 @@ async fn main() -> ExitCode {
     let stall_after = cli.interval * 3 + Duration::from_secs(60);
     if let Err(e) = cli
         .metrics
-        .serve(sweeper.store(), sweeper.queue(), stall_after, &shutdown)
+        .serve(
+            hookfleet_core::observe::Role::Sweeper,
+            sweeper.store(),
+            sweeper.queue(),
+            stall_after,
+            &shutdown,
+        )
         .await
     {
         fatal(&e);

@@ -167,6 +167,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         tracing::warn!(error = %e, "cannot register (Redis unavailable); will keep trying");
     }
     let liveness = tokio::spawn(liveness::run(queue.clone(), config.clone()));
+    let gauges = tokio::spawn(liveness::observe_queues(queue.clone(), config.clone()));
 
     tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency,
         endpoint_concurrency = config.endpoint_concurrency, "worker started");
@@ -223,6 +224,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         }
     }
     liveness.abort();
+    gauges.abort();
     summary.abort();
     let counts = counters.snapshot();
     counts.log(&format!("worker stopped ({stop:?})"));

@@ -35,7 +35,6 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
                     tracing::info!("Redis answers again; heartbeat renewed");
                 }
                 healthy = true;
-                observe_queues(&queue, &config.queues).await;
             }
             Err(e) => {
                 if healthy {
@@ -64,17 +63,25 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
     }
 }
 
+/// How often a worker reads its queues' depth and the dead letters for
+/// the metrics: a scrape interval's worth of freshness for one LLEN each.
+pub const QUEUE_GAUGE_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Sets the depth of this worker's queues and the dead letters for the
-/// metrics (one LLEN each, every beat), so they are exported where workers
-/// run even when the sweeper runs from a timer.
-async fn observe_queues(queue: &RedisQueue, queues: &[String]) {
+/// metrics, so they are exported where workers run even when the sweeper
+/// runs from a timer. A task of its own: a slow Redis delays the gauges,
+/// never the heartbeat.
+pub async fn observe_queues(queue: RedisQueue, config: Arc<WorkerConfig>) {
     let metrics = hookfleet_core::observe::metrics();
-    for name in queues {
-        if let Ok(depth) = queue.depth(name).await {
-            metrics.set_queue_depth(name, depth);
+    loop {
+        for name in &config.queues {
+            if let Ok(depth) = queue.depth(name).await {
+                metrics.set_queue_depth(name, depth);
+            }
         }
-    }
-    if let Ok(dead) = queue.dead_count().await {
-        metrics.dead_letters.set(dead);
+        if let Ok(dead) = queue.dead_count().await {
+            metrics.dead_letters.set(dead);
+        }
+        tokio::time::sleep(QUEUE_GAUGE_INTERVAL).await;
     }
 }

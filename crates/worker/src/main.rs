@@ -122,7 +122,13 @@ async fn main() -> ExitCode {
     let stall_after = (cli.heartbeat_ttl * 2).max(Duration::from_secs(30));
     if let Err(e) = cli
         .metrics
-        .serve(&store, &queue, stall_after, &shutdown)
+        .serve(
+            hookfleet_core::observe::Role::Worker,
+            &store,
+            &queue,
+            stall_after,
+            &shutdown,
+        )
         .await
     {
         fatal(&e);

@@ -306,10 +306,11 @@ impl Starter {
         let delivery = async move {
             unit.sending();
             let metrics = hookfleet_core::observe::metrics();
-            metrics.in_flight.inc();
             let sent = std::time::Instant::now();
-            let report = deliver::send(&http, &config.policy, &claim).await;
-            metrics.in_flight.dec();
+            let report = {
+                let _in_flight = metrics.in_flight_guard();
+                deliver::send(&http, &config.policy, &claim).await
+            };
             metrics.request_took(&claim.webhook_name, sent.elapsed());
             // The webhook's slot bounds requests at its receiver: it is free
             // as soon as the answer is in, while the job keeps its delivery

@@ -127,19 +127,61 @@ impl Store {
         .map_err(|e| StoreError::Unavailable(format!("database task failed: {e}")))?
     }
 
+    /// Whether Postgres answers `SELECT 1` within `within`, waiting for a
+    /// pooled connection no longer than that (readiness: a probe must not
+    /// pile up blocked threads while the database is down).
+    pub async fn ping(&self, within: std::time::Duration) -> Result<(), StoreError> {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool
+                .get_timeout(within)
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            diesel::sql_query("SELECT 1").execute(&mut conn.conn)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("the ping task failed: {e}")))?
+    }
+
     /// Refuses a schema older than this binary: `Err(Refused)` naming the
     /// migrations it lacks and saying to run `hookfleet migrate`. Other
     /// errors (Postgres unreachable) are the caller's to judge.
     pub fn check_schema(&self) -> Result<(), StoreError> {
+        // Read, never create: diesel's pending_migrations creates its table
+        // if missing, which a role without DDL rights may not do.
+        #[derive(diesel::QueryableByName)]
+        struct Applied {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            version: String,
+        }
         self.run_sync(|conn| {
-            let pending = conn
-                .pending_migrations(MIGRATIONS)
-                .map_err(|e| StoreError::Migration(e.to_string()))?;
-            if pending.is_empty() {
-                return Ok(());
+            let applied: Vec<Applied> =
+                diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
+                    .load(conn)
+                    .or_else(|e| match e {
+                        // No table at all: nothing was ever migrated.
+                        diesel::result::Error::DatabaseError(_, ref info)
+                            if info.message().contains("does not exist") =>
+                        {
+                            Ok(Vec::new())
+                        }
+                        other => Err(other),
+                    })?;
+            let applied: std::collections::HashSet<String> =
+                applied.into_iter().map(|a| a.version).collect();
+            let migrations =
+                diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS)
+                    .map_err(|e| StoreError::Migration(e.to_string()))?;
+            let missing: Vec<String> = migrations
+                .iter()
+                .filter(|m| !applied.contains(&m.name().version().to_string()))
+                .map(|m| m.name().to_string())
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(StoreError::OldSchema(missing.join(", ")))
             }
-            let names: Vec<String> = pending.iter().map(|m| m.name().to_string()).collect();
-            Err(StoreError::OldSchema(names.join(", ")))
         })
     }
 
