@@ -292,6 +292,15 @@ fn in_json_mode_every_line_a_failing_process_prints_is_json() {
             2,
             "--queues names no queue",
         ),
+        (
+            run(
+                "hookfleet-worker",
+                &["--concurrency", "abc"],
+                &env.envs()[0].1,
+            ),
+            2,
+            "invalid value",
+        ),
     ] {
         assert_eq!(out.code, Some(code), "{out}");
         let all = out.all();

@@ -309,7 +309,7 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn run_main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = hookfleet_settings::parse_args();
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -184,6 +184,47 @@ pub fn fatal(message: impl std::fmt::Display) {
     }
 }
 
+/// Parses the command line; a usage error exits 2 as clap's does, but when
+/// JSON logs are asked for (`--log-format json` or `HOOKFLEET_LOG_FORMAT=json`)
+/// it is one JSON line, so a pipeline that parses every line of a
+/// long-running process parses this one too. Help and version print as
+/// they are.
+pub fn parse_args<C: clap::Parser>() -> C {
+    match C::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if informational || !json_asked() {
+                e.exit();
+            }
+            let line = serde_json::json!({
+                "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "level": "ERROR",
+                "fields": {"message": e.kind().to_string(), "usage": e.to_string().trim(), "fatal": true},
+                "target": "hookfleet_settings",
+            });
+            eprintln!("{line}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Whether the command line or the environment asks for JSON logs.
+fn json_asked() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = args
+        .windows(2)
+        .any(|w| w[0] == "--log-format" && w[1] == "json")
+        || args.iter().any(|a| a == "--log-format=json");
+    flag || std::env::var("HOOKFLEET_LOG_FORMAT").is_ok_and(|v| v == "json")
+}
+
 /// Starts `tracing` output on stderr, as text or one JSON object per line.
 pub fn init_tracing(format: &str) {
     use tracing_subscriber::EnvFilter;

@@ -42,7 +42,7 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = hookfleet_settings::parse_args();
     init_tracing(&cli.settings.log_format);
     let (store, queue) = match (
         cli.settings.store(2),

@@ -79,7 +79,7 @@ fn parse_heartbeat(text: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = hookfleet_settings::parse_args();
     init_tracing(&cli.settings.log_format);
     if let Err(e) = cli.settings.install(true) {
         fatal(&e);
