@@ -563,3 +563,35 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     );
     worker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sweeper_tick_heals_a_redis_that_lost_every_job() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("lost", "on_submit");
+    let events = 2_500;
+    env.producer()
+        .emit_batch(hookfleet_testkit::sales_orders(events))
+        .await
+        .expect("emit");
+    env.lose_redis();
+    env.make_all_due();
+    // Batches of 100: one tick takes 25 of them, from where each stopped.
+    let mut cmd = env.command("hookfleet-sweeper");
+    cmd.args(["--once", "--batch-size", "100"]);
+    hookfleet_testkit::run_within(cmd, Duration::from_secs(60), "one tick").ok("tick");
+    assert_eq!(
+        env.queue_depth("default"),
+        events as i64,
+        "every lost job back"
+    );
+    // With no time left in its budget a tick stops after one batch.
+    env.lose_redis();
+    let report = env
+        .sweeper(100, KEY_TTL)
+        .sweep(Duration::ZERO)
+        .await
+        .expect("sweep");
+    assert_eq!((report.enqueued, report.batches), (100, 1));
+    assert!(report.budget_spent);
+    assert_eq!(env.queue_depth("default"), 100);
+}

@@ -3,15 +3,16 @@
 //! One tick: find the rows whose next_retry has passed (Failed rows come due,
 //! Queued rows whose first attempt is overdue past their grace, rows whose
 //! worker died mid-attempt once the lease ran out), oldest first, and enqueue
-//! at most `batch_size` of them, each with its in-flight key taken in the same
-//! Redis script as its LPUSH. A row whose key is held is already on its way
-//! and is walked past; the tick pages on to the next due rows so held rows
-//! never starve the rest.
+//! them a batch (`batch_size`) at a time, each row with its in-flight key
+//! taken in the same Redis script as its LPUSH. A row whose key is held is
+//! already on its way and is walked past; the tick pages on to the next due
+//! rows so held rows never starve the rest, and takes batch after batch
+//! until no due row is left or its time budget is spent.
 //!
 //! A tick only enqueues: it never sends HTTP and never waits on a receiver,
-//! so it takes milliseconds however slow the receivers are, and a backlog
-//! drains over several ticks. Two sweepers ticking at once cannot enqueue a
-//! row twice (SET NX decides).
+//! so a batch takes milliseconds however slow the receivers are, and a
+//! backlog (a Redis that lost everything) heals in one tick. Two sweepers
+//! ticking at once cannot enqueue a row twice (SET NX decides).
 //!
 //! # Layout
 //! - [`Sweeper`] and [`Sweeper::tick`]: the whole job; the binary adds
@@ -25,8 +26,9 @@ use hookfleet_core::error::{QueueError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::{deliveries, webhooks, Store};
 
-/// Rows enqueued per tick by default: a backlog drains over several ticks
-/// instead of landing on the queues at once.
+/// Rows enqueued per batch by default: one enqueue script call and one
+/// query page per batch keep each step short; a tick takes as many batches
+/// as its budget allows.
 pub const DEFAULT_BATCH_SIZE: usize = 100;
 
 /// Rows a tick may look at, as a multiple of its batch size, while walking
@@ -43,6 +45,10 @@ pub struct TickReport {
     pub enqueued: usize,
     /// Due rows walked past because their in-flight key was held.
     pub skipped_in_flight: usize,
+    /// Batches taken (a sweep takes several).
+    pub batches: usize,
+    /// Whether the sweep stopped at its time budget with due rows left.
+    pub budget_spent: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,10 +87,11 @@ impl Sweeper {
         &self.queue
     }
 
-    /// One tick, logged with what it found and did and how long it took.
-    pub async fn tick_and_log(&self) -> Result<TickReport, SweepError> {
+    /// One tick of the binary (a [`Sweeper::sweep`] within `budget`),
+    /// logged with what it found and did and how long it took.
+    pub async fn tick_and_log(&self, budget: Duration) -> Result<TickReport, SweepError> {
         let started = std::time::Instant::now();
-        let r = self.tick().await?;
+        let r = self.sweep(budget).await?;
         let metrics = hookfleet_core::observe::metrics();
         metrics
             .sweeper_tick
@@ -94,6 +101,8 @@ impl Sweeper {
             due = r.due,
             enqueued = r.enqueued,
             skipped_in_flight = r.skipped_in_flight,
+            batches = r.batches,
+            budget_spent = r.budget_spent,
             ms = started.elapsed().as_millis() as u64,
             "tick"
         );
@@ -117,10 +126,43 @@ impl Sweeper {
         Ok(())
     }
 
-    /// One tick (see the crate docs).
+    /// One tick (see the crate docs): one batch.
     pub async fn tick(&self) -> Result<TickReport, SweepError> {
-        let mut report = TickReport::default();
+        Ok(self.batch(None).await?.0)
+    }
+
+    /// Batch after batch, each from where the last stopped, until no due
+    /// row is left or `budget` is spent: a Redis that lost 100,000 jobs is
+    /// healed by one tick, not one batch per interval. Stops early, with
+    /// what it did, at the first error.
+    pub async fn sweep(&self, budget: Duration) -> Result<TickReport, SweepError> {
+        let started = std::time::Instant::now();
+        let mut total = TickReport::default();
         let mut after = None;
+        loop {
+            let (report, next) = self.batch(after).await?;
+            total.due += report.due;
+            total.enqueued += report.enqueued;
+            total.skipped_in_flight += report.skipped_in_flight;
+            total.batches += 1;
+            match next {
+                Some(cursor) if started.elapsed() < budget => after = Some(cursor),
+                Some(_) => {
+                    total.budget_spent = true;
+                    return Ok(total);
+                }
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// One batch from `after` (the first due row when None); the cursor to
+    /// go on from, or None when no due row is left past it.
+    async fn batch(
+        &self,
+        mut after: Option<(chrono::DateTime<chrono::Utc>, i64)>,
+    ) -> Result<(TickReport, Option<(chrono::DateTime<chrono::Utc>, i64)>), SweepError> {
+        let mut report = TickReport::default();
         let scan_limit = self.batch_size * SCAN_PAGES;
         while report.enqueued < self.batch_size && report.due < scan_limit {
             let page = (self.batch_size - report.enqueued).min(scan_limit - report.due) as i64;
@@ -129,7 +171,7 @@ impl Sweeper {
                 .run(move |c| deliveries::due(c, after, page))
                 .await?;
             if rows.is_empty() {
-                break;
+                return Ok((report, None));
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
             let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
@@ -138,11 +180,11 @@ impl Sweeper {
             let pushed = flags.iter().filter(|f| **f).count();
             report.enqueued += pushed;
             report.skipped_in_flight += rows.len() - pushed;
-            if (rows.len() as i64) < page {
-                break;
-            }
             after = last;
+            if (rows.len() as i64) < page {
+                return Ok((report, None));
+            }
         }
-        Ok(report)
+        Ok((report, after))
     }
 }

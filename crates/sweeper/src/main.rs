@@ -32,7 +32,15 @@ struct Cli {
     /// Time between ticks when looping.
     #[arg(long, env = "HOOKFLEET_SWEEP_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     interval: Duration,
-    /// Most rows one tick enqueues.
+    // 60 s: a batch of 1,000 takes about 10 ms, so a minute heals millions
+    // of lost jobs, and it is well under the 5-minute interval and the
+    // CronJob's 240 s deadline, so ticks never pile up.
+    /// How long one tick may keep taking batches while due rows are left
+    /// (keep it well under --interval and the CronJob's deadline).
+    #[arg(long, env = "HOOKFLEET_SWEEP_TICK_BUDGET", default_value = "60s", value_parser = parse_duration)]
+    tick_budget: Duration,
+    /// Rows one batch enqueues (a tick takes batches until none is due or
+    /// its budget is spent).
     #[arg(long, env = "HOOKFLEET_SWEEP_BATCH_SIZE", default_value_t = DEFAULT_BATCH_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH_SIZE))]
     batch_size: u64,
@@ -69,7 +77,7 @@ async fn main() -> ExitCode {
         cli.settings.queue_grace,
     );
     if cli.once {
-        return match sweeper.tick_and_log().await {
+        return match sweeper.tick_and_log(cli.tick_budget).await {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 fatal(format!("tick failed: {e}"));
@@ -100,7 +108,7 @@ async fn main() -> ExitCode {
     let mut backoff = Backoff::new();
     while !shutdown.is_requested() {
         hookfleet_core::observe::progress().tick();
-        let wait = match sweeper.tick_and_log().await {
+        let wait = match sweeper.tick_and_log(cli.tick_budget).await {
             Ok(_) => {
                 backoff.reset();
                 if let Err(e) = sweeper.observe().await {
