@@ -143,6 +143,7 @@ proptest! {
             | Err(RenderError::TimeLimit { .. })
             | Err(RenderError::MemoryLimit { .. })
             | Err(RenderError::BodyTooLarge { .. })
+            | Err(RenderError::OutOfFuel { .. })
             | Err(RenderError::Template(_)) => {}
             Err(other) => prop_assert!(false, "{}: {:?}", template, other),
         }

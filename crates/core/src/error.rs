@@ -26,6 +26,9 @@ impl std::error::Error for ValidationError {}
 pub enum RenderError {
     #[error("{0}")]
     Template(String),
+    /// A template used up its instructions (`what` names it).
+    #[error("{what}: ran out of fuel (its limit of {limit} instructions)")]
+    OutOfFuel { what: String, limit: u64 },
     #[error("body template did not render to JSON: {0}")]
     NotJson(String),
     #[error("request URL is not valid: {0}")]
