@@ -100,23 +100,9 @@ pub fn update(
             SecretChange::Keep => {}
             SecretChange::Replace(new) => {
                 let sealed = ring.seal(new.expose(), Purpose::SigningSecret);
-                diesel::update(webhooks::table.find(current.id))
-                    .set((
-                        webhooks::secret.eq(Some(sealed)),
-                        webhooks::previous_secret.eq(None::<String>),
-                        webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
-                    ))
-                    .execute(conn)?;
+                sign_alone(conn, current.id, Some(sealed))?;
             }
-            SecretChange::Remove => {
-                diesel::update(webhooks::table.find(current.id))
-                    .set((
-                        webhooks::secret.eq(None::<String>),
-                        webhooks::previous_secret.eq(None::<String>),
-                        webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
-                    ))
-                    .execute(conn)?;
-            }
+            SecretChange::Remove => sign_alone(conn, current.id, None)?,
             SecretChange::Set(new) => {
                 let unchanged = match &current.secret {
                     Some(stored) => ring
@@ -140,13 +126,7 @@ pub fn update(
                     } else if current.secret.is_none() {
                         // Signing starts afresh: nothing of an older secret
                         // comes back as a co-signer.
-                        diesel::update(webhooks::table.find(current.id))
-                            .set((
-                                webhooks::secret.eq(Some(sealed)),
-                                webhooks::previous_secret.eq(None::<String>),
-                                webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
-                            ))
-                            .execute(conn)?;
+                        sign_alone(conn, current.id, Some(sealed))?;
                     } else {
                         diesel::update(webhooks::table.find(current.id))
                             .set(webhooks::secret.eq(Some(sealed)))
@@ -160,6 +140,19 @@ pub fn update(
             .select(Webhook::as_select())
             .first(conn)?)
     })
+}
+
+/// Sets a webhook's sealed secret (or none) and ends any rotation: the one
+/// secret, if any, signs alone.
+fn sign_alone(conn: &mut PgConnection, id: i64, sealed: Option<String>) -> Result<(), StoreError> {
+    diesel::update(webhooks::table.find(id))
+        .set((
+            webhooks::secret.eq(sealed),
+            webhooks::previous_secret.eq(None::<String>),
+            webhooks::previous_secret_expires_at.eq(None::<DateTime<Utc>>),
+        ))
+        .execute(conn)?;
+    Ok(())
 }
 
 /// A webhook to create, or to replace under its name (`webhook import`).
