@@ -84,6 +84,8 @@ struct Plan {
     spec: WebhookSpec,
     change: SecretChange,
     exists: bool,
+    /// The stored webhook is this definition already.
+    unchanged: bool,
 }
 
 fn read_input(file: &str) -> anyhow::Result<String> {
@@ -178,9 +180,10 @@ fn plan(
     validate(&spec, policy, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
     Ok((
         Plan {
+            unchanged: current_spec.as_ref() == Some(&spec),
+            exists: current.is_some(),
             spec,
             change,
-            exists: current.is_some(),
         },
         notes,
     ))
@@ -277,16 +280,10 @@ pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::R
         .filter(|o| o.action == Action::Refused)
         .count();
     let hold_back = args.atomic && refused > 0;
-    let stored = store.run_sync(webhooks::list)?;
     let mut to_write = Vec::new();
     for (i, (outcome, plan)) in outcomes.iter_mut().zip(&plans).enumerate() {
         let Some(plan) = plan else { continue };
-        let unchanged = stored
-            .iter()
-            .find(|w| w.name == plan.spec.name)
-            .and_then(|w| w.to_spec().ok())
-            .is_some_and(|s| s == plan.spec);
-        outcome.action = match (unchanged, hold_back, args.dry_run, plan.exists) {
+        outcome.action = match (plan.unchanged, hold_back, args.dry_run, plan.exists) {
             (true, ..) => Action::Unchanged,
             (false, true, ..) => Action::Skipped,
             (false, false, true, true) => Action::WouldUpdate,
