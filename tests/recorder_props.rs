@@ -133,6 +133,7 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
         worker_id: "prop-worker".into(),
         counters: counters.clone(),
         shutdown: Shutdown::new(),
+        auto_pause_after: Some(Duration::from_secs(3600)),
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let mut expected = Vec::new();
@@ -167,6 +168,7 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
             outcome,
             unit,
             webhook: "props".into(),
+            webhook_id: claim.webhook_id,
         })
         .expect("recorder listening");
     }

@@ -428,6 +428,7 @@ impl TestEnv {
             heartbeat_ttl: hookfleet_worker::DEFAULT_HEARTBEAT_TTL,
             max_recoveries: hookfleet_worker::DEFAULT_MAX_RECOVERIES,
             lease_margin: hookfleet_core::attempt::LEASE_MARGIN,
+            auto_pause_after: None,
             shutdown: shutdown.clone(),
         };
         tune(&mut config);

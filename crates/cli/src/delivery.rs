@@ -381,15 +381,26 @@ struct StatsView {
     queues: std::collections::BTreeMap<String, i64>,
     /// None when Redis did not answer.
     dead_letters: Option<i64>,
+    /// Delivered and Exhausted are estimates from the table's statistics
+    /// (a table of a million rows or more), or the pending counts reached
+    /// their cap.
+    rows_estimated: bool,
     oldest_due_retry: Option<DateTime<Utc>>,
     next_retry: Option<DateTime<Utc>>,
+    /// Paused webhooks (their deliveries wait for `webhook resume`).
+    paused_webhooks: Vec<String>,
     redis_error: Option<String>,
 }
 
 /// `hookfleet stats`.
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
-    let (counts, mut queues) =
-        store.run_sync(|c| Ok((deliveries::counts(c)?, webhooks::queue_names(c)?)))?;
+    let (counts, mut queues, paused) = store.run_sync(|c| {
+        Ok((
+            deliveries::counts(c)?,
+            webhooks::queue_names(c)?,
+            webhooks::paused_names(c)?,
+        ))
+    })?;
     if !queues.iter().any(|q| q == "default") {
         queues.insert(0, "default".into());
     }
@@ -402,8 +413,10 @@ pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Res
         },
         queues: Default::default(),
         dead_letters: None,
+        rows_estimated: counts.estimated,
         oldest_due_retry: counts.oldest_due,
         next_retry: counts.next_due,
+        paused_webhooks: paused,
         redis_error: None,
     };
     for q in &queues {
@@ -428,9 +441,18 @@ pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Res
         return Ok(());
     }
     let r = &view.rows;
+    let about = if view.rows_estimated { "~" } else { "" };
     println!(
-        "rows        Queued {}  Delivered {}  Failed {}  Exhausted {}",
-        r.queued, r.delivered, r.failed, r.exhausted
+        "rows        Queued {about}{}  Delivered {about}{}  Failed {about}{}  Exhausted {about}{}{}",
+        r.queued,
+        r.delivered,
+        r.failed,
+        r.exhausted,
+        if view.rows_estimated {
+            "  (~: estimated from the table's statistics)"
+        } else {
+            ""
+        }
     );
     for (q, n) in &view.queues {
         println!("queue       {}: {n} waiting", table::clean(q));
@@ -440,6 +462,14 @@ pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Res
     }
     println!("oldest due  {}", time(view.oldest_due_retry));
     println!("next retry  {}", time(view.next_retry));
+    if !view.paused_webhooks.is_empty() {
+        let names: Vec<String> = view
+            .paused_webhooks
+            .iter()
+            .map(|n| table::clean(n))
+            .collect();
+        println!("paused      {}", names.join(", "));
+    }
     if let Some(e) = &view.redis_error {
         println!("note        Redis did not answer: {}", table::clean(e));
     }

@@ -69,6 +69,38 @@ enum Command {
     /// Webhook secrets and header values at rest.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Delete terminal rows (Delivered, Exhausted) recorded and last touched
+    /// before the cut, with their attempts, in batches. Pending rows are
+    /// never deleted. The sweeper does the same each tick (--retention).
+    Prune {
+        /// How old a row must be, e.g. 30d (Frappe's default), 12h.
+        #[arg(long, value_parser = parse_positive_duration)]
+        older_than: std::time::Duration,
+        /// Rows one statement looks at.
+        #[arg(long, default_value_t = hookfleet_core::store::retention::PRUNE_BATCH,
+              value_parser = clap::value_parser!(i64).range(1..=MAX_PRUNE_BATCH))]
+        batch_size: i64,
+        /// Print one JSON document instead of a line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The largest prune batch: beyond this one statement holds its locks and
+/// WAL for seconds.
+const MAX_PRUNE_BATCH: i64 = 100_000;
+
+/// A prune runs until no row older than the cut is left: the CLI has no
+/// budget of its own (Ctrl-C stops it between batches; what is deleted
+/// stays deleted).
+const PRUNE_BUDGET: std::time::Duration = std::time::Duration::MAX;
+
+fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    let d = hookfleet_core::config::parse_duration(text).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("must be more than 0 (to keep everything, do not prune)".into());
+    }
+    Ok(d)
 }
 
 #[derive(Subcommand)]
@@ -107,6 +139,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Webhook(WebhookCommand::Resume { name }) => {
+            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            webhook::resume(&store, &queue, s.queue_grace, &name).await?
+        }
         Command::Webhook(cmd) => webhook::run(&store, &s.allowed_networks, cmd)?,
         Command::Delivery(cmd) => {
             let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
@@ -136,6 +172,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!(
                     "{} values of {} webhooks sealed with the current key; every other value already was",
                     done.values, done.webhooks
+                );
+            }
+        }
+        Command::Prune {
+            older_than,
+            batch_size,
+            json,
+        } => {
+            let r = store.run_sync(|c| {
+                hookfleet_core::store::retention::prune(c, older_than, batch_size, PRUNE_BUDGET)
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "pruned {} delivery rows and {} attempts older than {} in {:.1}s ({} batches)",
+                    r.rows,
+                    r.attempts,
+                    hookfleet_core::config::format_duration(older_than),
+                    r.seconds,
+                    r.batches
                 );
             }
         }

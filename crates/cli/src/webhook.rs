@@ -2,6 +2,8 @@
 //! Every definition is validated before anything is written; the secret is
 //! write-only (list and show say whether signing is on, never the secret).
 
+use std::collections::HashMap;
+
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::Serialize;
@@ -15,6 +17,7 @@ use hookfleet_core::model::{
 use hookfleet_core::render::{default_sample_doc, Preview};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::health::{self, Health};
 use hookfleet_core::store::webhooks::SecretChange;
 use hookfleet_core::store::{webhooks, Store};
 use hookfleet_core::validate::validate;
@@ -103,6 +106,20 @@ pub enum WebhookCommand {
     /// Disable a webhook: no new deliveries; pending ones become Exhausted
     /// when their attempt comes, without a request.
     Disable {
+        /// The webhook's name.
+        name: String,
+    },
+    /// Pause a webhook: its events are still recorded, nothing is sent and
+    /// nothing becomes Exhausted until `resume`.
+    Pause {
+        /// The webhook's name.
+        name: String,
+        /// Why (shown by list and show).
+        #[arg(long, default_value = "paused by an operator")]
+        reason: String,
+    },
+    /// Resume a paused webhook: what is due goes out at once, oldest first.
+    Resume {
         /// The webhook's name.
         name: String,
     },
@@ -356,12 +373,17 @@ pub struct WebhookView<'a> {
     max_concurrency: Option<i32>,
     created_at: chrono::DateTime<chrono::Utc>,
     updated_at: chrono::DateTime<chrono::Utc>,
+    paused: bool,
+    paused_at: Option<chrono::DateTime<chrono::Utc>>,
+    paused_reason: Option<&'a str>,
+    #[serde(flatten)]
+    health: Health,
 }
 
 impl<'a> WebhookView<'a> {
-    /// The view of `w`; header values are opened and shown only with
-    /// `reveal`.
-    pub fn new(w: &'a Webhook, reveal: bool) -> WebhookView<'a> {
+    /// The view of `w` with its `health`; header values are opened and
+    /// shown only with `reveal`.
+    pub fn new(w: &'a Webhook, health: Health, reveal: bool) -> WebhookView<'a> {
         let now = chrono::Utc::now();
         let headers: Vec<HeaderView> = if reveal {
             match w.header_list() {
@@ -409,6 +431,10 @@ impl<'a> WebhookView<'a> {
             max_concurrency: w.max_concurrency,
             created_at: w.created_at,
             updated_at: w.updated_at,
+            paused: w.paused_at.is_some(),
+            paused_at: w.paused_at,
+            paused_reason: w.paused_reason.as_deref(),
+            health,
         }
     }
 
@@ -445,12 +471,48 @@ impl<'a> WebhookView<'a> {
                 "max_concurrency",
                 opt(self.max_concurrency.map(|n| n.to_string())),
             ),
+            (
+                "paused",
+                match (self.paused_at, self.paused_reason) {
+                    (Some(at), reason) => {
+                        format!("since {} ({})", at.to_rfc3339(), reason.unwrap_or("-"))
+                    }
+                    (None, _) => "no".into(),
+                },
+            ),
+            (
+                "consecutive_failures",
+                self.health.consecutive_failures.to_string(),
+            ),
+            (
+                "last_success_at",
+                opt(self.health.last_success_at.map(|t| t.to_rfc3339())),
+            ),
+            ("last_error", opt(self.health.last_error.clone())),
+            ("attempts_24h", self.health.attempts_24h.to_string()),
+            (
+                "success_rate_24h",
+                opt(self.health.success_rate_24h.map(percent)),
+            ),
+            ("p50_ms", opt(self.health.p50_ms.map(|n| n.to_string()))),
+            ("p95_ms", opt(self.health.p95_ms.map(|n| n.to_string()))),
         ]
     }
 }
 
-fn print_one(w: &Webhook, reveal: bool) {
-    let v = WebhookView::new(w, reveal);
+/// A rate as a percentage with one decimal.
+fn percent(rate: f64) -> String {
+    format!("{:.1}%", rate * 100.0)
+}
+
+/// The health of `ws`, one read for all of them.
+fn health_of(store: &Store, ws: &[Webhook]) -> anyhow::Result<HashMap<i64, Health>> {
+    let ids: Vec<i64> = ws.iter().map(|w| w.id).collect();
+    Ok(store.run_sync(|c| health::of(c, &ids))?)
+}
+
+fn print_one(w: &Webhook, health: Health, reveal: bool) {
+    let v = WebhookView::new(w, health, reveal);
     for (key, text) in v.lines() {
         println!("{key:<20} {}", table::clean(&text));
     }
@@ -534,14 +596,19 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         }
         WebhookCommand::List { json } => {
             let all = store.run_sync(webhooks::list)?;
+            let mut health = health_of(store, &all)?;
+            let mut health_of = |w: &Webhook| health.remove(&w.id).unwrap_or_default();
             if json {
-                let views: Vec<WebhookView> =
-                    all.iter().map(|w| WebhookView::new(w, false)).collect();
+                let views: Vec<WebhookView> = all
+                    .iter()
+                    .map(|w| WebhookView::new(w, health_of(w), false))
+                    .collect();
                 println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
                 let rows: Vec<Vec<String>> = all
                     .iter()
                     .map(|w| {
+                        let h = health_of(w);
                         vec![
                             w.name.clone(),
                             w.entity_type.clone(),
@@ -549,9 +616,14 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                             w.request_method.clone(),
                             table::clip(&w.request_url, 48),
                             if w.enabled { "yes" } else { "no" }.into(),
+                            if w.paused_at.is_some() { "yes" } else { "no" }.into(),
                             if w.secret.is_some() { "yes" } else { "no" }.into(),
                             w.queue.clone(),
                             w.max_retries.to_string(),
+                            h.attempts_24h.to_string(),
+                            h.success_rate_24h.map_or("-".into(), percent),
+                            h.p95_ms.map_or("-".into(), |n| format!("{n}ms")),
+                            h.consecutive_failures.to_string(),
                         ]
                     })
                     .collect();
@@ -563,9 +635,14 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                         "METHOD",
                         "URL",
                         "ENABLED",
+                        "PAUSED",
                         "SIGNED",
                         "QUEUE",
                         "RETRIES",
+                        "ATTEMPTS 24H",
+                        "OK 24H",
+                        "P95",
+                        "FAILING",
                     ],
                     &rows,
                 );
@@ -577,13 +654,20 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             show_header_values,
         } => {
             let w = store.run_sync(|c| webhooks::get(c, &name))?;
+            let health = health_of(store, std::slice::from_ref(&w))?
+                .remove(&w.id)
+                .unwrap_or_default();
             if json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&WebhookView::new(&w, show_header_values))?
+                    serde_json::to_string_pretty(&WebhookView::new(
+                        &w,
+                        health,
+                        show_header_values
+                    ))?
                 );
             } else {
-                print_one(&w, show_header_values);
+                print_one(&w, health, show_header_values);
             }
         }
         WebhookCommand::Update {
@@ -671,6 +755,22 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             let w = store.run_sync(|c| webhooks::set_enabled(c, &name, false))?;
             println!("disabled webhook {}", w.name);
         }
+        WebhookCommand::Pause { name, reason } => {
+            let p = store.run_sync(|c| webhooks::pause(c, &name, &reason))?;
+            if p.already {
+                println!(
+                    "webhook {} was already paused ({})",
+                    p.webhook.name,
+                    p.webhook.paused_reason.as_deref().unwrap_or("-")
+                );
+            } else {
+                println!(
+                    "paused webhook {}: its events are recorded and wait; `hookfleet webhook resume {}` sends them",
+                    p.webhook.name, p.webhook.name
+                );
+            }
+        }
+        WebhookCommand::Resume { .. } => bail!("resume needs Redis: call webhook::resume"),
         WebhookCommand::Delete { name } => {
             store.run_sync(|c| webhooks::delete(c, &name))?;
             println!("deleted webhook {name}");
@@ -694,5 +794,51 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         }
         WebhookCommand::Import(args) => crate::import::run(store, policy, args)?,
     }
+    Ok(())
+}
+
+/// Rows `resume` enqueues per round trip: one query page and one enqueue
+/// script call.
+const RESUME_BATCH: i64 = 1_000;
+
+/// `webhook resume NAME`: unpauses the webhook, then enqueues its due rows,
+/// oldest first (each with its in-flight key, so a job already on its way
+/// is not sent twice). Rows that are not due yet go when they are.
+pub async fn resume(
+    store: &Store,
+    queue: &hookfleet_core::queue::RedisQueue,
+    key_ttl: std::time::Duration,
+    name: &str,
+) -> anyhow::Result<()> {
+    let Some(w) = store.run_sync(|c| webhooks::resume(c, name))? else {
+        println!("webhook {name} is not paused");
+        return Ok(());
+    };
+    let (mut due, mut enqueued, mut after) = (0usize, 0usize, 0i64);
+    loop {
+        let rows = store.run_sync(|c| {
+            hookfleet_core::store::deliveries::pending_of_webhook(c, w.id, after, RESUME_BATCH)
+        })?;
+        let Some(last) = rows.last() else { break };
+        after = last.id;
+        let items: Vec<hookfleet_core::queue::Enqueue> = rows.iter().map(Into::into).collect();
+        let pushed = queue.enqueue(&items, key_ttl).await.with_context(|| {
+            format!(
+                "webhook {} is resumed, but its due deliveries could not be enqueued \
+                 ({enqueued} were); the sweeper sends the rest on its next tick",
+                w.name
+            )
+        })?;
+        due += rows.len();
+        enqueued += pushed.iter().filter(|p| **p).count();
+        if (rows.len() as i64) < RESUME_BATCH {
+            break;
+        }
+    }
+    println!(
+        "resumed webhook {}: {due} due deliveries, {enqueued} enqueued now ({} already on their way)",
+        w.name,
+        due - enqueued
+    );
     Ok(())
 }

@@ -99,6 +99,9 @@ pub enum Refusal {
     NoRotation(String),
     #[error("a stored value of webhook {0:?} cannot be opened: {1}")]
     Unsealable(String, String),
+    /// The input cannot be stored (the message says what is allowed).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl StoreError {

@@ -251,6 +251,11 @@ pub struct Webhook {
     /// Hosts (`host` or `host:port`) a dynamic URL may render to; empty:
     /// the host written literally in the URL template.
     pub allowed_hosts: Vec<String>,
+    /// Set while the webhook is paused: its events are recorded, nothing is
+    /// sent until `webhook resume`.
+    pub paused_at: Option<DateTime<Utc>>,
+    /// Who paused it and why (an operator, or the auto-pause).
+    pub paused_reason: Option<String>,
 }
 
 impl fmt::Debug for Webhook {
@@ -425,6 +430,8 @@ impl Webhook {
             created_at: now,
             updated_at: now,
             allowed_hosts: row.allowed_hosts,
+            paused_at: None,
+            paused_reason: None,
         }
     }
 }

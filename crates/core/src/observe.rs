@@ -98,6 +98,9 @@ pub struct Metrics {
     pub sweeper_tick: Histogram,
     pub dead_letters: Gauge,
     pub events: Family<SourceLabels, Counter>,
+    pub webhooks_paused: Gauge,
+    pub webhooks_auto_paused: Counter,
+    pub pruned: Counter,
 }
 
 /// The names the processes export, as Prometheus sees them (counters with
@@ -113,6 +116,9 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookfleet_sweeper_tick_seconds",
     "hookfleet_dead_letters",
     "hookfleet_events_total",
+    "hookfleet_webhooks_paused",
+    "hookfleet_webhooks_auto_paused_total",
+    "hookfleet_pruned_total",
 ];
 
 /// What a process does, and so which metrics it exports.
@@ -142,6 +148,9 @@ impl Metrics {
             sweeper_tick: tick_histogram(),
             dead_letters: Gauge::default(),
             events: Family::default(),
+            webhooks_paused: Gauge::default(),
+            webhooks_auto_paused: Counter::default(),
+            pruned: Counter::default(),
         }
     }
 
@@ -191,6 +200,11 @@ impl Metrics {
                     "Requests this worker has sent and not yet had answered",
                     self.in_flight.clone(),
                 );
+                self.register(
+                    "hookfleet_webhooks_auto_paused",
+                    "Webhooks this worker paused because every attempt failed for HOOKFLEET_AUTO_PAUSE_AFTER",
+                    self.webhooks_auto_paused.clone(),
+                );
                 queues();
             }
             Role::Sweeper => {
@@ -213,6 +227,16 @@ impl Metrics {
                     "hookfleet_sweeper_tick_seconds",
                     "How long a sweeper tick took",
                     self.sweeper_tick.clone(),
+                );
+                self.register(
+                    "hookfleet_webhooks_paused",
+                    "Webhooks paused (by an operator or the auto-pause): their deliveries wait",
+                    self.webhooks_paused.clone(),
+                );
+                self.register(
+                    "hookfleet_pruned",
+                    "Terminal delivery rows deleted by retention (--retention)",
+                    self.pruned.clone(),
                 );
                 queues();
             }

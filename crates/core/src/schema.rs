@@ -32,6 +32,29 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         allowed_hosts -> Array<Text>,
+        paused_at -> Nullable<Timestamptz>,
+        paused_reason -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    webhook_health (webhook_id) {
+        webhook_id -> Int8,
+        consecutive_failures -> Int4,
+        failing_since -> Nullable<Timestamptz>,
+        last_success_at -> Nullable<Timestamptz>,
+        last_error -> Nullable<Text>,
+        last_attempt_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    webhook_health_hourly (webhook_id, hour, bucket) {
+        webhook_id -> Int8,
+        hour -> Timestamptz,
+        bucket -> Int2,
+        attempts -> Int4,
+        successes -> Int4,
     }
 }
 
@@ -89,6 +112,8 @@ diesel::joinable!(webhook_request_logs -> webhooks (webhook_id));
 diesel::joinable!(webhook_delivery_attempts -> webhook_request_logs (log_id));
 diesel::allow_tables_to_appear_in_same_query!(
     webhooks,
+    webhook_health,
+    webhook_health_hourly,
     webhook_request_logs,
     webhook_delivery_attempts
 );

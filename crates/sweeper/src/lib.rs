@@ -9,6 +9,13 @@
 //! rows so held rows never starve the rest, and takes batch after batch
 //! until no due row is left or its time budget is spent.
 //!
+//! Rows of paused webhooks are walked past: they wait for `webhook resume`.
+//!
+//! After sweeping, a tick applies the retention (`--retention`): terminal
+//! rows older than it are deleted, with their attempts, in batches, for
+//! what is left of the tick's budget (at least one batch), and the
+//! webhooks' hourly health older than a day goes too.
+//!
 //! A tick only enqueues: it never sends HTTP and never waits on a receiver,
 //! so a batch takes milliseconds however slow the receivers are, and a
 //! backlog (a Redis that lost everything) heals in one tick. Two sweepers
@@ -24,7 +31,7 @@ use serde::Serialize;
 
 use hookfleet_core::error::{QueueError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
-use hookfleet_core::store::{deliveries, webhooks, Store};
+use hookfleet_core::store::{deliveries, health, retention, webhooks, Store};
 
 /// Rows enqueued per batch by default: one enqueue script call and one
 /// query page per batch keep each step short; a tick takes as many batches
@@ -49,6 +56,9 @@ pub struct TickReport {
     pub batches: usize,
     /// Whether the sweep stopped at its time budget with due rows left.
     pub budget_spent: bool,
+    /// Terminal rows deleted by the retention (and their attempts).
+    pub pruned: u64,
+    pub pruned_attempts: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +77,8 @@ pub struct Sweeper {
     /// TTL of the in-flight keys it takes: the grace after which a job that
     /// was lost is enqueued again.
     key_ttl: Duration,
+    /// Terminal rows older than this are pruned each tick; None: kept.
+    retention: Option<Duration>,
 }
 
 impl Sweeper {
@@ -76,7 +88,15 @@ impl Sweeper {
             queue,
             batch_size: batch_size.max(1),
             key_ttl,
+            retention: None,
         }
+    }
+
+    /// Prunes terminal rows older than `retention` each tick (None: keeps
+    /// everything).
+    pub fn with_retention(mut self, retention: Option<Duration>) -> Sweeper {
+        self.retention = retention;
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -91,7 +111,20 @@ impl Sweeper {
     /// logged with what it found and did and how long it took.
     pub async fn tick_and_log(&self, budget: Duration) -> Result<TickReport, SweepError> {
         let started = std::time::Instant::now();
-        let r = self.sweep(budget).await?;
+        let mut r = self.sweep(budget).await?;
+        if let Some(retention) = self.retention {
+            let left = budget.saturating_sub(started.elapsed());
+            let pruned = self
+                .store
+                .run(move |c| retention::prune(c, retention, retention::PRUNE_BATCH, left))
+                .await?;
+            r.pruned = pruned.rows;
+            r.pruned_attempts = pruned.attempts;
+            hookfleet_core::observe::metrics()
+                .pruned
+                .inc_by(pruned.rows);
+        }
+        self.store.run(health::clean).await?;
         let metrics = hookfleet_core::observe::metrics();
         metrics
             .sweeper_tick
@@ -103,6 +136,8 @@ impl Sweeper {
             skipped_in_flight = r.skipped_in_flight,
             batches = r.batches,
             budget_spent = r.budget_spent,
+            pruned = r.pruned,
+            pruned_attempts = r.pruned_attempts,
             ms = started.elapsed().as_millis() as u64,
             "tick"
         );
@@ -123,6 +158,8 @@ impl Sweeper {
             metrics.set_queue_depth(&name, self.queue.depth(&name).await?);
         }
         metrics.dead_letters.set(self.queue.dead_count().await?);
+        let paused = self.store.run(webhooks::paused_names).await?;
+        metrics.webhooks_paused.set(paused.len() as i64);
         Ok(())
     }
 

@@ -44,6 +44,13 @@ struct Cli {
     #[arg(long, env = "HOOKFLEET_SWEEP_BATCH_SIZE", default_value_t = DEFAULT_BATCH_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH_SIZE))]
     batch_size: u64,
+    // 30 days: Frappe clears its Webhook Request Log after 30 days.
+    /// Delete terminal rows (Delivered, Exhausted) and their attempts once
+    /// they are this old, each tick, in batches, for what is left of the
+    /// tick's budget (at least one batch). Pending rows are never deleted.
+    /// 0: keep everything.
+    #[arg(long, env = "HOOKFLEET_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    retention: Duration,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -75,7 +82,8 @@ async fn main() -> ExitCode {
         queue,
         cli.batch_size as usize,
         cli.settings.queue_grace,
-    );
+    )
+    .with_retention(Some(cli.retention).filter(|d| !d.is_zero()));
     if cli.once {
         return match sweeper.tick_and_log(cli.tick_budget).await {
             Ok(_) => ExitCode::SUCCESS,

@@ -106,6 +106,10 @@ pub struct WorkerConfig {
     /// Added to each webhook's timeout to make a claim's lease
     /// ([`hookfleet_core::attempt::LEASE_MARGIN`] by default).
     pub lease_margin: Duration,
+    /// Pause a webhook whose every attempt has failed for this long (and
+    /// at least [`hookfleet_core::store::health::AUTO_PAUSE_MIN_ATTEMPTS`]
+    /// of them); None: never.
+    pub auto_pause_after: Option<Duration>,
     pub shutdown: Shutdown,
 }
 
@@ -155,6 +159,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         worker_id: config.worker_id.clone(),
         counters: counters.clone(),
         shutdown: config.shutdown.clone(),
+        auto_pause_after: config.auto_pause_after,
     });
     let recorder = tokio::spawn(recorder.run(rx));
     let summary = tokio::spawn(summarise(counters.clone(), config.shutdown.clone()));

@@ -64,6 +64,14 @@ struct Cli {
     /// to record an outcome before the row counts as abandoned.
     #[arg(long, env = "HOOKFLEET_LEASE_MARGIN", default_value = "30s", value_parser = parse_duration)]
     lease_margin: Duration,
+    // 5 days, Svix's figure: long enough to ride out a receiver's long
+    // weekend outage, short enough that a dead receiver does not cost
+    // retries for ever. Pausing loses nothing: the rows wait for resume.
+    /// Pause a webhook whose every attempt has failed for this long (and at
+    /// least 10 attempts); its deliveries wait for `hookfleet webhook
+    /// resume`. 0: never.
+    #[arg(long, env = "HOOKFLEET_AUTO_PAUSE_AFTER", default_value = "5d", value_parser = parse_duration)]
+    auto_pause_after: Duration,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -157,6 +165,7 @@ async fn main() -> ExitCode {
         heartbeat_ttl: cli.heartbeat_ttl,
         max_recoveries: cli.max_recoveries,
         lease_margin: cli.lease_margin,
+        auto_pause_after: Some(cli.auto_pause_after).filter(|d| !d.is_zero()),
         shutdown,
     };
     match hookfleet_worker::run(store, queue, config).await.stop {

@@ -79,8 +79,10 @@ impl Starter {
             missing,
             leased,
             refused,
+            paused,
             ..
         } = batch;
+        let paused: HashSet<i64> = paused.into_iter().collect();
         let leased: HashMap<i64, std::time::Duration> = leased.into_iter().collect();
         let refused: HashMap<i64, String> = refused.into_iter().collect();
         let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
@@ -104,6 +106,14 @@ impl Starter {
                 // ends, keeping the job (not the webhook's slot) until then.
                 unit.free_endpoint_slot();
                 self.claim_after_lease(unit, *left);
+            } else if paused.contains(&id) {
+                // Put back unclaimed: the row stays pending, untouched (no
+                // attempt counted, nothing Exhausted), and `webhook resume`
+                // enqueues it again. The job goes, with its in-flight key.
+                Counters::add(&self.counters.paused, 1);
+                tracing::debug!(log_id = id, "webhook paused; job put back without claiming");
+                unit.free_endpoint_slot();
+                done.push(unit);
             } else if missing.contains(&id) {
                 unit.free_endpoint_slot();
                 let reason = format!("job names log id {id}, which does not exist");
@@ -325,6 +335,7 @@ impl Starter {
                 outcome,
                 unit,
                 webhook,
+                webhook_id: claim.webhook_id,
             });
         };
         tokio::spawn(tracing::Instrument::instrument(delivery, span));

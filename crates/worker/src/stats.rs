@@ -21,6 +21,9 @@ pub struct Counters {
     /// Jobs sent to the back of the queue because their webhook was at its
     /// concurrency limit.
     pub bounced: AtomicU64,
+    /// Jobs put back unclaimed because their webhook is paused (the row
+    /// waits in Postgres for `webhook resume`).
+    pub paused: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -33,6 +36,7 @@ pub struct Snapshot {
     pub dead_lettered: u64,
     pub fenced: u64,
     pub bounced: u64,
+    pub paused: u64,
 }
 
 impl Counters {
@@ -49,6 +53,7 @@ impl Counters {
             dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
             bounced: self.bounced.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed),
         }
     }
 }
@@ -63,6 +68,7 @@ impl Snapshot {
             dead_lettered: self.dead_lettered - earlier.dead_lettered,
             fenced: self.fenced - earlier.fenced,
             bounced: self.bounced - earlier.bounced,
+            paused: self.paused - earlier.paused,
         }
     }
 
@@ -75,6 +81,7 @@ impl Snapshot {
             stale = self.stale,
             dead_lettered = self.dead_lettered,
             bounced = self.bounced,
+            paused = self.paused,
             "{message}"
         );
     }

@@ -182,8 +182,8 @@ struct ClaimRow {
 
 /// The claim. A row is claimable when it is not terminal, not leased, due (a
 /// Queued row always is: its next_retry is only when the sweeper would send
-/// it), has attempts left, and its webhook still exists and is enabled. The
-/// lease lasts the webhook's timeout plus a margin.
+/// it), has attempts left, and its webhook still exists, is enabled and is
+/// not paused. The lease lasts the webhook's timeout plus a margin.
 ///
 /// The claim touches no indexed column, so Postgres updates the row in place
 /// (a HOT update: no index entries); the sweeper skips leased rows itself.
@@ -197,6 +197,7 @@ FROM webhooks w
 WHERE l.id = ANY($1)
   AND w.id = l.webhook_id
   AND w.enabled
+  AND w.paused_at IS NULL
   AND l.status IN ('Queued', 'Failed')
   AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= now())
   AND (l.status = 'Queued' OR l.next_retry <= now())
@@ -258,6 +259,9 @@ pub struct ClaimBatch {
     pub leased: Vec<(i64, Duration)>,
     /// No such row.
     pub missing: Vec<i64>,
+    /// Due, but its webhook is paused: the row waits, untouched, for
+    /// `webhook resume` (which enqueues it again).
+    pub paused: Vec<i64>,
     /// Rows the database would not claim, with its reason (filled by callers
     /// that split a refused claim row by row).
     pub refused: Vec<(i64, String)>,
@@ -338,23 +342,30 @@ pub fn claim(
         /// Seconds left on a live lease.
         #[diesel(sql_type = Nullable<Double>)]
         lease: Option<f64>,
+        /// Pending, and its webhook is paused.
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        paused: bool,
     }
-    let found: HashMap<i64, Option<f64>> = diesel::sql_query(
-        "SELECT id, CASE WHEN status IN ('Queued', 'Failed') AND lease_expires_at > now()
-                         THEN extract(epoch FROM lease_expires_at - now())::float8 END AS lease
-         FROM webhook_request_logs WHERE id = ANY($1)",
+    let found: HashMap<i64, (Option<f64>, bool)> = diesel::sql_query(
+        "SELECT l.id,
+                CASE WHEN l.status IN ('Queued', 'Failed') AND l.lease_expires_at > now()
+                     THEN extract(epoch FROM l.lease_expires_at - now())::float8 END AS lease,
+                (l.status IN ('Queued', 'Failed') AND w.paused_at IS NOT NULL) AS paused
+         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
+         WHERE l.id = ANY($1)",
     )
     .bind::<Array<BigInt>, _>(&rest)
     .load::<Found>(conn)?
     .into_iter()
-    .map(|r| (r.id, r.lease))
+    .map(|r| (r.id, (r.lease, r.paused)))
     .collect();
     for id in rest {
         match found.get(&id) {
-            Some(Some(left)) => batch
+            Some((Some(left), _)) => batch
                 .leased
                 .push((id, Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))),
-            Some(None) => batch.stale.push(id),
+            Some((None, true)) => batch.paused.push(id),
+            Some((None, false)) => batch.stale.push(id),
             None => batch.missing.push(id),
         }
     }
@@ -590,7 +601,8 @@ pub struct DueRow {
 /// Rows whose next_retry has passed, oldest first, after the position
 /// `after` (keyset paging within one tick), at most `limit`. Both forms walk
 /// the partial index on (next_retry, id) in order and stop after `limit`
-/// rows, however large the table is.
+/// rows, however large the table is. Rows of paused webhooks are walked
+/// past: they wait for `webhook resume`.
 pub fn due(
     conn: &mut PgConnection,
     after: Option<(DateTime<Utc>, i64)>,
@@ -602,12 +614,14 @@ pub fn due(
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
     Ok(match after {
         None => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} ORDER BY l.next_retry, l.id LIMIT $1"
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND {NOT_PAUSED}
+             ORDER BY l.next_retry, l.id LIMIT $1"
         ))
         .bind::<BigInt, _>(limit)
         .load(conn)?,
         Some((time, id)) => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND (l.next_retry, l.id) > ($1, $2)
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND {NOT_PAUSED}
+               AND (l.next_retry, l.id) > ($1, $2)
              ORDER BY l.next_retry, l.id LIMIT $3"
         ))
         .bind::<Timestamptz, _>(time)
@@ -726,6 +740,33 @@ pub fn replay(conn: &mut PgConnection, id: i64, force: bool) -> Result<Replayed,
 
 /// No attempt holds the row (judged by the database's clock).
 const LEASE_FREE: &str = "(l.lease_expires_at IS NULL OR l.lease_expires_at <= now())";
+
+/// The row's webhook (`w`, left-joined) is not paused; a deleted webhook's
+/// rows count as not paused (they are made Exhausted when taken).
+const NOT_PAUSED: &str = "w.paused_at IS NULL";
+
+/// The pending rows of webhook `webhook_id` whose attempt is due now (a
+/// Queued row always is), not leased, oldest first, after `after_id`, at
+/// most `limit`: what `webhook resume` enqueues. Walks the partial index of
+/// pending rows.
+pub fn pending_of_webhook(
+    conn: &mut PgConnection,
+    webhook_id: i64,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<DueRow>, StoreError> {
+    Ok(diesel::sql_query(format!(
+        "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
+         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
+         WHERE l.next_retry IS NOT NULL AND l.webhook_id = $1 AND l.id > $2
+           AND (l.status = 'Queued' OR l.next_retry <= now()) AND {LEASE_FREE}
+         ORDER BY l.id LIMIT $3"
+    ))
+    .bind::<BigInt, _>(webhook_id)
+    .bind::<BigInt, _>(after_id)
+    .bind::<BigInt, _>(limit)
+    .load(conn)?)
+}
 
 /// The queue a row goes to now: its webhook's current queue while it exists.
 const QUEUE_NOW: &str =
@@ -861,23 +902,33 @@ struct CountRow {
 }
 
 /// Rows whose attempt is due (at most [`MAX_BACKLOG_COUNT`]) and the
-/// oldest due time, for the sweeper's gauges. Both walk the next_retry
-/// index only.
+/// oldest due time, for the sweeper's gauges, leaving out the rows of
+/// paused webhooks (they wait on purpose). Both walk the next_retry index.
 pub fn backlog(conn: &mut PgConnection) -> Result<(i64, Option<DateTime<Utc>>), StoreError> {
-    let now = Utc::now();
-    let oldest: Option<DateTime<Utc>> = webhook_request_logs::table
-        .filter(webhook_request_logs::next_retry.le(now))
-        .select(diesel::dsl::min(webhook_request_logs::next_retry))
-        .first(conn)?;
-    let count: CountRow = diesel::sql_query(
-        "SELECT count(*) AS n FROM (SELECT 1 FROM webhook_request_logs \
-         WHERE next_retry <= $1 LIMIT $2) due",
-    )
-    .bind::<diesel::sql_types::Timestamptz, _>(now)
-    .bind::<diesel::sql_types::BigInt, _>(MAX_BACKLOG_COUNT)
+    #[derive(QueryableByName)]
+    struct Oldest {
+        #[diesel(sql_type = Timestamptz)]
+        next_retry: DateTime<Utc>,
+    }
+    const DUE: &str = "FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
+                       WHERE l.next_retry <= now()";
+    let oldest: Option<Oldest> = diesel::sql_query(format!(
+        "SELECT l.next_retry {DUE} AND {NOT_PAUSED} ORDER BY l.next_retry LIMIT 1"
+    ))
+    .get_result(conn)
+    .optional()?;
+    let count: CountRow = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM (SELECT 1 {DUE} AND {NOT_PAUSED} LIMIT $1) due"
+    ))
+    .bind::<BigInt, _>(MAX_BACKLOG_COUNT)
     .get_result(conn)?;
-    Ok((count.n, oldest))
+    Ok((count.n, oldest.map(|o| o.next_retry)))
 }
+
+/// Above this many rows (by the planner's count), `stats` estimates the
+/// terminal rows from the table's statistics instead of counting them: a
+/// count of 10 million rows takes seconds, the estimate a millisecond.
+pub const EXACT_COUNT_BELOW: f64 = 1_000_000.0;
 
 /// Row counts and the oldest pending time, for `stats`.
 #[derive(Debug, Clone, Serialize)]
@@ -886,33 +937,84 @@ pub struct Counts {
     pub delivered: i64,
     pub failed: i64,
     pub exhausted: i64,
+    /// Delivered and Exhausted are estimates from the table's statistics
+    /// (as of its last ANALYZE), or the pending counts reached
+    /// [`MAX_BACKLOG_COUNT`].
+    pub estimated: bool,
     /// The earliest next_retry that has passed (a backlog's age), if any.
     pub oldest_due: Option<DateTime<Utc>>,
     /// The earliest next_retry of all pending rows.
     pub next_due: Option<DateTime<Utc>>,
 }
 
+#[derive(QueryableByName)]
+struct StatusCount {
+    #[diesel(sql_type = sql_types::DeliveryStatus)]
+    status: DeliveryStatus,
+    #[diesel(sql_type = Double)]
+    n: f64,
+}
+
+/// Pending rows are counted exactly (up to [`MAX_BACKLOG_COUNT`]) through
+/// the partial index of pending rows; terminal rows are counted too while
+/// the table is small, and estimated from the planner's statistics once it
+/// holds [`EXACT_COUNT_BELOW`] rows or more. So `stats` stays well under a
+/// second at 10 million rows.
 pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
-    let by_status: Vec<(DeliveryStatus, i64)> = webhook_request_logs::table
-        .group_by(webhook_request_logs::status)
-        .select((webhook_request_logs::status, diesel::dsl::count_star()))
-        .load(conn)?;
+    #[derive(QueryableByName)]
+    struct Size {
+        #[diesel(sql_type = Double)]
+        rows: f64,
+    }
+    let size: Size = diesel::sql_query(
+        "SELECT reltuples::float8 AS rows FROM pg_class WHERE oid = 'webhook_request_logs'::regclass",
+    )
+    .get_result(conn)?;
+    // -1: never analyzed (a new table), so small enough to count.
+    let estimate = size.rows >= EXACT_COUNT_BELOW;
+    let pending: Vec<StatusCount> = diesel::sql_query(
+        "SELECT status, count(*)::float8 AS n
+         FROM (SELECT status FROM webhook_request_logs WHERE next_retry IS NOT NULL LIMIT $1) p
+         GROUP BY status",
+    )
+    .bind::<BigInt, _>(MAX_BACKLOG_COUNT)
+    .load(conn)?;
+    let terminal: Vec<StatusCount> = if estimate {
+        diesel::sql_query(
+            "SELECT v.status::delivery_status AS status, (v.freq * $1)::float8 AS n
+             FROM pg_stats s,
+                  unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS v(status, freq)
+             WHERE s.schemaname = current_schema() AND s.tablename = 'webhook_request_logs'
+               AND s.attname = 'status' AND v.status IN ('Delivered', 'Exhausted')",
+        )
+        .bind::<Double, _>(size.rows)
+        .load(conn)?
+    } else {
+        diesel::sql_query(
+            "SELECT status, count(*)::float8 AS n FROM webhook_request_logs
+             WHERE next_retry IS NULL GROUP BY status",
+        )
+        .load(conn)?
+    };
     let get = |s: DeliveryStatus| {
-        by_status
+        pending
             .iter()
-            .find(|(k, _)| *k == s)
-            .map(|(_, n)| *n)
-            .unwrap_or(0)
+            .chain(&terminal)
+            .filter(|c| c.status == s)
+            .map(|c| c.n.round() as i64)
+            .sum::<i64>()
     };
     let next_due: Option<DateTime<Utc>> = webhook_request_logs::table
         .filter(webhook_request_logs::next_retry.is_not_null())
         .select(diesel::dsl::min(webhook_request_logs::next_retry))
         .first(conn)?;
+    let pending_total: f64 = pending.iter().map(|c| c.n).sum();
     Ok(Counts {
         queued: get(DeliveryStatus::Queued),
         delivered: get(DeliveryStatus::Delivered),
         failed: get(DeliveryStatus::Failed),
         exhausted: get(DeliveryStatus::Exhausted),
+        estimated: estimate || pending_total >= MAX_BACKLOG_COUNT as f64,
         oldest_due: next_due.filter(|t| *t <= Utc::now()),
         next_due,
     })

@@ -5,8 +5,13 @@
 //! - `webhooks`: subscriptions and the config version producers cache on.
 //! - `deliveries`: delivery rows (emit, claim, outcome, sweep, replay) and
 //!   what the operator reads (list, show, stats).
+//! - `health`: per-webhook health kept as outcomes are recorded, and the
+//!   auto-pause.
+//! - `retention`: pruning terminal rows past their retention.
 
 pub mod deliveries;
+pub mod health;
+pub mod retention;
 pub mod webhooks;
 
 use std::time::Duration;

@@ -286,11 +286,100 @@ pub fn set_enabled(
 /// Deletes a webhook. Its delivery rows stay (with its name); pending ones
 /// become Exhausted when their attempt comes, without a request.
 pub fn delete(conn: &mut PgConnection, name: &str) -> Result<(), StoreError> {
-    let n = diesel::delete(webhooks::table.filter(webhooks::name.eq(name))).execute(conn)?;
-    if n == 0 {
-        return Err(not_found(name));
+    conn.transaction(|conn| {
+        let id: i64 = diesel::delete(webhooks::table.filter(webhooks::name.eq(name)))
+            .returning(webhooks::id)
+            .get_result(conn)
+            .optional()?
+            .ok_or_else(|| not_found(name))?;
+        super::health::forget(conn, id)
+    })
+}
+
+/// The longest reason a pause may give.
+pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+
+/// What `pause` found.
+#[derive(Debug, Clone)]
+pub struct Paused {
+    pub webhook: Webhook,
+    /// It was paused already (and keeps its first reason and time).
+    pub already: bool,
+}
+
+/// Pauses a webhook: its events are still recorded, nothing is sent and
+/// nothing becomes Exhausted until [`resume`]. A paused webhook keeps the
+/// reason and time of its first pause.
+pub fn pause(conn: &mut PgConnection, name: &str, reason: &str) -> Result<Paused, StoreError> {
+    if reason.trim().is_empty()
+        || reason.chars().count() > MAX_PAUSE_REASON_CHARS
+        || reason.chars().any(char::is_control)
+    {
+        return Err(StoreError::Refused(Refusal::Invalid(format!(
+            "a pause reason is 1 to {MAX_PAUSE_REASON_CHARS} characters of printable text"
+        ))));
     }
-    Ok(())
+    let paused: Option<Webhook> = diesel::update(
+        webhooks::table
+            .filter(webhooks::name.eq(name))
+            .filter(webhooks::paused_at.is_null()),
+    )
+    .set((
+        webhooks::paused_at.eq(diesel::dsl::now),
+        webhooks::paused_reason.eq(reason),
+    ))
+    .returning(Webhook::as_returning())
+    .get_result(conn)
+    .optional()?;
+    match paused {
+        Some(webhook) => Ok(Paused {
+            webhook,
+            already: false,
+        }),
+        None => Ok(Paused {
+            webhook: get(conn, name)?,
+            already: true,
+        }),
+    }
+}
+
+/// Resumes a paused webhook (None: it was not paused). Its due rows are for
+/// the caller to enqueue ([`super::deliveries::pending_of_webhook`]); the
+/// auto-pause's clock starts again.
+pub fn resume(conn: &mut PgConnection, name: &str) -> Result<Option<Webhook>, StoreError> {
+    conn.transaction(|conn| {
+        let resumed: Option<Webhook> = diesel::update(
+            webhooks::table
+                .filter(webhooks::name.eq(name))
+                .filter(webhooks::paused_at.is_not_null()),
+        )
+        .set((
+            webhooks::paused_at.eq(None::<DateTime<Utc>>),
+            webhooks::paused_reason.eq(None::<String>),
+        ))
+        .returning(Webhook::as_returning())
+        .get_result(conn)
+        .optional()?;
+        match resumed {
+            Some(w) => {
+                super::health::restart_failure_clock(conn, w.id)?;
+                Ok(Some(w))
+            }
+            None => {
+                get(conn, name)?;
+                Ok(None)
+            }
+        }
+    })
+}
+
+/// The names of the paused webhooks, for `stats` and the metrics.
+pub fn paused_names(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
+    Ok(webhooks::table
+        .filter(webhooks::paused_at.is_not_null())
+        .order(webhooks::name)
+        .select(webhooks::name)
+        .load(conn)?)
 }
 
 /// Bumped by a trigger on every change to `webhooks`.
