@@ -438,3 +438,32 @@ fn the_pause_reason_is_bounded_and_printable() {
     let out = env.cli(&["webhook", "resume", "orders"]).ok("resume");
     assert!(out.stdout.contains("is not paused"), "{}", out.all());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_webhooks_workflow_transition_waits_for_resume_instead_of_going_out_at_once() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    env.webhook_add("approve", ENTITY, "workflow_transition", &rx.url("/a"), &[])
+        .ok("add");
+    env.cli(&["webhook", "pause", "approve"]).ok("pause");
+    let report = env
+        .emit_by_cli("workflow_transition", "SO-1", &json!({"name": "SO-1"}))
+        .ok("emit")
+        .json();
+    assert_eq!(report["deliveries"][0]["status"], "Queued", "{report}");
+    assert_eq!(rx.count(), 0, "not sent while paused");
+    let id = hookfleet_testkit::delivery_ids(&report)[0];
+    let row = env.row(id);
+    assert_eq!(
+        (row.attempts, row.max_attempts),
+        (0, 1),
+        "one attempt, not yet made"
+    );
+
+    let mut w = worker(&env, &[]);
+    env.cli(&["webhook", "resume", "approve"]).ok("resume");
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    assert_eq!(rx.count(), 1);
+    w.stop();
+}

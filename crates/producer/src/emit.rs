@@ -11,7 +11,8 @@
 //!
 //! `workflow_transition` refuses to be deferred: its rows are recorded already
 //! claimed, delivered here and now, exactly once, and a failure is returned to
-//! the caller.
+//! the caller. Only a pause defers one: a paused webhook's transition is
+//! recorded Queued (one attempt) and sent after `webhook resume`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -340,7 +341,10 @@ fn plan(
             Ok(Some(request)) => Ok(request),
             Err(err) => Err(err.to_string()),
         };
+        // A paused webhook holds its transitions too: recorded as an
+        // ordinary delivery (one attempt), sent by a worker after resume.
         let workflow = e.event == WORKFLOW_TRANSITION;
+        let synchronous_now = workflow && hook.paused_at.is_none();
         let mut row = NewDelivery {
             event_id: e.event_id.clone().unwrap_or_default(),
             webhook_id: Some(hook.id),
@@ -371,7 +375,7 @@ fn plan(
                 row.method = req.method;
                 row.headers = serde_json::to_value(&req.headers).unwrap_or_default();
                 row.body = req.body;
-                if workflow {
+                if synchronous_now {
                     // Recorded already claimed for its one attempt: should
                     // this process die mid-attempt, the row is Exhausted
                     // when it comes due, never retried later.
