@@ -626,7 +626,7 @@ def main():
     ap.add_argument("--baseline-events", type=int, default=10_000)
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
-    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs"],
+    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -649,6 +649,10 @@ def main():
             print(f"{'rows':>10} {'due':>8} {'batch':>6} {'median ms':>10} {'max ms':>7}")
             for r in tick_scenario(bench):
                 print(f"{r['rows']:>10} {r['due']:>8} {r['batch']:>6} {r['median_ms']:>10} {r['max_ms']:>7}")
+            return
+        if a.only == "retention":
+            import retention  # prune at 10M rows beside delivery: see bench/retention.py
+            print(json.dumps(retention.run(bench, a), indent=2))
             return
         if a.only == "bombs":
             print(json.dumps(bombs(bench), indent=2))

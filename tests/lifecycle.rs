@@ -12,6 +12,7 @@ use diesel::RunQueryDsl;
 use serde_json::{json, Value};
 
 use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::store::deliveries::{self, held_until};
 use hookfleet_testkit::{
     run_within, until, FleetProcess, Receiver, Reply, TestEnv, ENTITY, PATIENCE,
 };
@@ -42,6 +43,24 @@ fn show(env: &TestEnv, name: &str) -> Value {
 
 fn count(rows: &[hookfleet_core::model::DeliveryLog], status: DeliveryStatus) -> usize {
     rows.iter().filter(|r| r.status == status).count()
+}
+
+/// Waits until webhook "dead" shows `n` failures in a row; its view.
+async fn until_failures(env: &TestEnv, n: i64) -> Value {
+    let mut h = Value::Null;
+    until(&format!("{n} failures in the health"), || {
+        h = show(env, "dead");
+        h["consecutive_failures"] == n
+    })
+    .await;
+    h
+}
+
+/// One `hookfleet-sweeper --once` tick; its JSON log.
+fn sweep_once(env: &TestEnv) -> String {
+    let mut cmd = env.command("hookfleet-sweeper");
+    cmd.args(["--once", "--log-format", "json"]);
+    run_within(cmd, PATIENCE, "tick").ok("tick").all()
 }
 
 /// Runs SQL on the test's database.
@@ -81,18 +100,24 @@ async fn a_paused_webhook_sends_nothing_and_exhausts_nothing_and_resume_sends_ev
         out.all()
     );
     let ids: Vec<i64> = (1..=5).map(|i| emit(&env, &format!("SO-{i}"))).collect();
-    env.set_due_in(failed, -1.0);
-    // The worker takes the five jobs and puts them back unclaimed; the
-    // sweeper walks past every row of the paused webhook.
-    until("the worker took every job", || {
-        env.queue_depth("default") == 0
+    // The worker takes the five jobs and holds their rows unclaimed.
+    env.until_rows("the five rows held", |rows| {
+        ids.iter().all(|id| {
+            rows.iter()
+                .any(|r| r.id == *id && r.next_retry == Some(held_until()))
+        })
     })
     .await;
-    let mut cmd = env.command("hookfleet-sweeper");
-    cmd.args(["--once", "--log-format", "json"]);
-    let tick = run_within(cmd, PATIENCE, "tick").ok("tick");
-    assert!(tick.all().contains("\"enqueued\":0"), "{}", tick.all());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The Failed row comes due: the sweeper enqueues it once, and the
+    // worker holds it too; the next tick has nothing to do.
+    env.set_due_in(failed, -1.0);
+    let tick = sweep_once(&env);
+    assert!(tick.contains("\"enqueued\":1"), "{tick}");
+    env.until_row(failed, |r| r.next_retry == Some(held_until()))
+        .await;
+    let tick = sweep_once(&env);
+    assert!(tick.contains("\"due\":0"), "{tick}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rx.count(), 1, "nothing sent while paused");
     let rows = env.rows();
     assert_eq!(count(&rows, DeliveryStatus::Exhausted), 0, "{rows:?}");
@@ -100,6 +125,14 @@ async fn a_paused_webhook_sends_nothing_and_exhausts_nothing_and_resume_sends_ev
     assert!(
         ids.iter().all(|id| env.row(*id).attempts == 0),
         "no attempt counted"
+    );
+    let shown = env
+        .cli(&["delivery", "show", &ids[0].to_string()])
+        .ok("delivery show");
+    assert!(
+        shown.stdout.contains("held (webhook paused)"),
+        "{}",
+        shown.all()
     );
 
     let listed = env.listed_webhooks();
@@ -113,7 +146,8 @@ async fn a_paused_webhook_sends_nothing_and_exhausts_nothing_and_resume_sends_ev
 
     let out = env.cli(&["webhook", "resume", "orders"]).ok("resume");
     assert!(
-        out.stdout.contains("6 due deliveries, 6 enqueued now"),
+        out.stdout
+            .contains("6 held rows released; 6 due deliveries, 6 enqueued now"),
         "{}",
         out.all()
     );
@@ -139,20 +173,22 @@ async fn a_receiver_failing_longer_than_the_auto_pause_window_is_paused_and_hear
         &["--max-retries", "0"],
     )
     .ok("add");
-    // Ten events waiting, then a worker: ten failures within moments.
-    for i in 0..10 {
+    let mut w = worker(&env, &[("HOOKFLEET_AUTO_PAUSE_AFTER", "1h")]);
+    for i in 0..8 {
         emit(&env, &format!("SO-{i}"));
     }
-    let mut w = worker(&env, &[("HOOKFLEET_AUTO_PAUSE_AFTER", "2s")]);
-    env.until_rows("ten attempts failed", |rows| {
-        count(rows, DeliveryStatus::Exhausted) == 10
-    })
-    .await;
-    let failed_by = Instant::now();
-    assert_eq!(show(&env, "dead")["paused"], false, "not for 2s yet");
-    tokio::time::sleep(Duration::from_millis(2300).saturating_sub(failed_by.elapsed())).await;
-    // The next failure finds ten or more in a row spanning over 2 s.
-    emit(&env, "SO-10");
+    until_failures(&env, 8).await;
+    // The run of failures began over an hour ago (a compressed five days).
+    sql(
+        &env,
+        "UPDATE webhook_health SET failing_since = now() - interval '2 hours'",
+    );
+    // A ninth failure: long enough, but fewer than ten attempts.
+    emit(&env, "SO-8");
+    let h = until_failures(&env, 9).await;
+    assert_eq!(h["paused"], false, "nine attempts are not enough: {h}");
+    // The tenth pauses it.
+    emit(&env, "SO-9");
     let mut seen = Value::Null;
     until("auto-paused", || {
         seen = show(&env, "dead");
@@ -161,27 +197,28 @@ async fn a_receiver_failing_longer_than_the_auto_pause_window_is_paused_and_hear
     .await;
     let reason = seen["paused_reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("auto-paused: all 11 attempts since"),
+        reason.starts_with("auto-paused: all 10 attempts since"),
         "{reason}"
     );
     assert!(reason.contains("HTTP 503"), "{reason}");
-    assert_eq!(seen["consecutive_failures"], 11);
+    assert_eq!(seen["consecutive_failures"], 10);
     let heard = rx.count();
-    assert_eq!(heard, 11);
+    assert_eq!(heard, 10);
 
-    // Later events wait; nothing is sent, nothing is Exhausted.
-    for i in 11..16 {
+    for i in 10..15 {
         emit(&env, &format!("SO-{i}"));
     }
-    until("the worker took every job", || {
-        env.queue_depth("default") == 0
+    env.until_rows("the five later rows held", |rows| {
+        rows.iter()
+            .filter(|r| r.next_retry == Some(held_until()))
+            .count()
+            == 5
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.count(), heard, "no request once paused");
     let rows = env.rows();
     assert_eq!(count(&rows, DeliveryStatus::Queued), 5, "{rows:?}");
-    assert_eq!(count(&rows, DeliveryStatus::Exhausted), 11);
+    assert_eq!(count(&rows, DeliveryStatus::Exhausted), 10);
 
     // The receiver is back: resume sends what waited.
     rx.reply_always(Reply::status(200));
@@ -190,7 +227,7 @@ async fn a_receiver_failing_longer_than_the_auto_pause_window_is_paused_and_hear
         count(rows, DeliveryStatus::Delivered) == 5
     })
     .await;
-    assert_eq!(show(&env, "dead")["consecutive_failures"], 0);
+    until_failures(&env, 0).await;
     let log = {
         w.stop();
         w.log()
@@ -372,10 +409,21 @@ async fn prune_deletes_old_terminal_rows_and_their_attempts_and_keeps_pending_an
     );
     assert_eq!(env.rows().len(), 4);
 
-    let refused = env.cli(&["prune", "--older-than", "0"]);
+    for short in ["0", "59m"] {
+        let refused = env.cli(&["prune", "--older-than", short]);
+        assert_eq!(refused.code, Some(2), "{}", refused.all());
+        assert!(
+            refused.all().contains("must be at least 1h"),
+            "{}",
+            refused.all()
+        );
+    }
+    let mut cmd = env.command("hookfleet-sweeper");
+    cmd.args(["--once", "--retention", "10m"]);
+    let refused = run_within(cmd, PATIENCE, "tick with a short retention");
     assert_eq!(refused.code, Some(2), "{}", refused.all());
     assert!(
-        refused.all().contains("must be more than 0"),
+        refused.all().contains("or at least 1h"),
         "{}",
         refused.all()
     );
@@ -466,4 +514,94 @@ async fn a_paused_webhooks_workflow_transition_waits_for_resume_instead_of_going
         .await;
     assert_eq!(rx.count(), 1);
     w.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_releases_and_enqueues_a_large_held_backlog_oldest_first() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("big", "on_submit");
+    env.cli(&["webhook", "pause", "big"]).ok("pause");
+    let rows = 2_500; // more than two of resume's batches
+    sql(
+        &env,
+        &format!(
+            "INSERT INTO webhook_request_logs
+                 (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
+                  body, queue, status, max_attempts, next_retry)
+             SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url,
+                    'POST', '{{}}', 'default', 'Queued', 4, {}
+             FROM webhooks w, generate_series(1, {rows}) n",
+            deliveries::HELD_UNTIL
+        ),
+    );
+    let tick = sweep_once(&env);
+    assert!(tick.contains("\"due\":0"), "held rows are not due: {tick}");
+    let stats = env.cli(&["stats", "--json"]).ok("stats").json();
+    assert_eq!(
+        stats["next_retry"],
+        Value::Null,
+        "held rows have no next retry: {stats}"
+    );
+    let out = env.cli(&["webhook", "resume", "big"]).ok("resume");
+    assert!(
+        out.stdout.contains(&format!(
+            "{rows} held rows released; {rows} due deliveries, {rows} enqueued now"
+        )),
+        "{}",
+        out.all()
+    );
+    let queued = env.queued_ids("default");
+    assert_eq!(queued.len(), rows);
+    assert!(queued.windows(2).all(|w| w[0] < w[1]), "taken oldest first");
+    assert!(env
+        .rows()
+        .iter()
+        .all(|r| r.next_retry != Some(held_until())));
+}
+
+#[test]
+fn stats_estimates_terminal_rows_from_the_statistics_of_a_large_table() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("orders", "on_submit");
+    sql(
+        &env,
+        "INSERT INTO webhook_request_logs
+             (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
+              body, queue, status, max_attempts, next_retry)
+         SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url, 'POST', '{}',
+                'default',
+                (CASE WHEN n <= 3000 THEN 'Delivered' WHEN n <= 4000 THEN 'Exhausted'
+                      ELSE 'Queued' END)::delivery_status,
+                4, CASE WHEN n > 4000 THEN now() END
+         FROM webhooks w, generate_series(1, 4010) n",
+    );
+    sql(&env, "ANALYZE webhook_request_logs");
+    let exact = env
+        .store
+        .run_sync(|c| deliveries::counts(c, deliveries::CountLimits::default()))
+        .unwrap();
+    assert_eq!(
+        (
+            exact.delivered,
+            exact.exhausted,
+            exact.queued,
+            exact.estimated
+        ),
+        (3000, 1000, 10, false)
+    );
+    // The same table as if it were large: estimated, and pending capped.
+    let limits = deliveries::CountLimits {
+        exact_below: 1.0,
+        pending_cap: 5,
+    };
+    let estimated = env
+        .store
+        .run_sync(|c| deliveries::counts(c, limits))
+        .unwrap();
+    assert!(estimated.estimated);
+    assert!(
+        (estimated.delivered - 3000).abs() <= 150 && (estimated.exhausted - 1000).abs() <= 50,
+        "{estimated:?}"
+    );
+    assert_eq!(estimated.queued, 5, "a lower bound at the cap");
 }

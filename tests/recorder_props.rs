@@ -127,13 +127,14 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     let held = Arc::new(Held::default());
     let slots = Arc::new(Semaphore::new(raws.len()));
     let counters = Arc::new(Counters::default());
+    let health = Arc::new(hookfleet_worker::health::HealthBuffer::default());
     let recorder = Arc::new(Recorder {
         store: env.store.clone(),
         queue: env.queue.clone(),
         worker_id: "prop-worker".into(),
         counters: counters.clone(),
         shutdown: Shutdown::new(),
-        auto_pause_after: Some(Duration::from_secs(3600)),
+        health: health.clone(),
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let mut expected = Vec::new();
@@ -174,6 +175,11 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     }
     drop(tx);
     recorder.run(rx).await;
+    // Whatever the receiver said, its attempts count in the health.
+    health
+        .write(&env.store, Some(Duration::from_secs(3600)))
+        .await
+        .expect("health written");
     // Every job acked (only after its outcome is written), every slot back.
     wait::until("every job is acked", || env.llen(&processing) == 0).await;
     wait::until("every delivery slot is freed", || {

@@ -37,7 +37,11 @@ CREATE TABLE webhook_health_hourly (
 );
 CREATE INDEX webhook_health_hourly_by_hour ON webhook_health_hourly (hour);
 
--- Retention walks the rows in the order they were recorded. created_at never
--- changes, so this index costs the emit one more entry and leaves the
--- claim's and the outcome's updates as they were (the claim stays HOT).
-CREATE INDEX webhook_request_logs_by_created ON webhook_request_logs (created_at, id);
+-- A paused webhook's rows are held: their next_retry is moved to
+-- 9999-01-01 (store::deliveries::HELD_UNTIL), past every sweeper's "due", so
+-- a paused backlog of millions costs the sweeper nothing; resume releases
+-- them. Resume and the release at delete find a webhook's pending rows
+-- through this index, which holds pending rows only (however many a webhook
+-- has delivered), as the sweeper's does.
+CREATE INDEX webhook_request_logs_pending_by_webhook ON webhook_request_logs (webhook_id, id)
+    WHERE next_retry IS NOT NULL;

@@ -170,7 +170,10 @@ impl<'a> DeliveryView<'a> {
             ("status", self.status.to_string()),
             ("attempts", self.attempts.to_string()),
             ("max_attempts", self.max_attempts.to_string()),
-            ("next_retry", opt(self.next_retry.map(|t| t.to_rfc3339()))),
+            (
+                "next_retry",
+                opt(self.next_retry.map(|t| held_or(t, t.to_rfc3339()))),
+            ),
             (
                 "in_flight_until",
                 opt(self.in_flight_until.map(|t| t.to_rfc3339())),
@@ -187,8 +190,17 @@ impl<'a> DeliveryView<'a> {
 }
 
 fn time(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+    t.map(|t| held_or(t, t.format("%Y-%m-%d %H:%M:%S").to_string()))
         .unwrap_or_else(|| "-".into())
+}
+
+/// A held row's next_retry (its webhook is paused) says so, not year 9999.
+fn held_or(t: DateTime<Utc>, shown: String) -> String {
+    if t == deliveries::held_until() {
+        "held (webhook paused)".into()
+    } else {
+        shown
+    }
 }
 
 /// Puts replayed rows on their queues now rather than at the next sweep.
@@ -396,7 +408,7 @@ struct StatsView {
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
     let (counts, mut queues, paused) = store.run_sync(|c| {
         Ok((
-            deliveries::counts(c)?,
+            deliveries::counts(c, deliveries::CountLimits::default())?,
             webhooks::queue_names(c)?,
             webhooks::paused_names(c)?,
         ))

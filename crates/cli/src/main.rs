@@ -73,8 +73,9 @@ enum Command {
     /// before the cut, with their attempts, in batches. Pending rows are
     /// never deleted. The sweeper does the same each tick (--retention).
     Prune {
-        /// How old a row must be, e.g. 30d (Frappe's default), 12h.
-        #[arg(long, value_parser = parse_positive_duration)]
+        /// How old a row must be, e.g. 30d (Frappe's default), 12h; at least
+        /// 1h.
+        #[arg(long, value_parser = parse_retention)]
         older_than: std::time::Duration,
         /// Rows one statement looks at.
         #[arg(long, default_value_t = hookfleet_core::store::retention::PRUNE_BATCH,
@@ -91,14 +92,19 @@ enum Command {
 const MAX_PRUNE_BATCH: i64 = 100_000;
 
 /// A prune runs until no row older than the cut is left: the CLI has no
-/// budget of its own (Ctrl-C stops it between batches; what is deleted
-/// stays deleted).
+/// budget of its own (each batch commits on its own, so a prune stopped
+/// half-way keeps what it deleted).
 const PRUNE_BUDGET: std::time::Duration = std::time::Duration::MAX;
 
-fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
+/// At least an hour ([`hookfleet_core::store::retention::MIN_RETENTION`]).
+fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
     let d = hookfleet_core::config::parse_duration(text).map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Err("must be more than 0 (to keep everything, do not prune)".into());
+    let min = hookfleet_core::store::retention::MIN_RETENTION;
+    if d < min {
+        return Err(format!(
+            "must be at least {} (a younger row may still have an attempt in flight)",
+            hookfleet_core::config::format_duration(min)
+        ));
     }
     Ok(d)
 }
@@ -181,7 +187,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => {
             let r = store.run_sync(|c| {
-                hookfleet_core::store::retention::prune(c, older_than, batch_size, PRUNE_BUDGET)
+                hookfleet_core::store::retention::prune(c, older_than, 0, batch_size, PRUNE_BUDGET)
             })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);

@@ -797,13 +797,15 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
     Ok(())
 }
 
-/// Rows `resume` enqueues per round trip: one query page and one enqueue
-/// script call.
+/// Rows `resume` releases or enqueues per statement: the sweeper's shipped
+/// batch size, one enqueue script call each, so a statement takes
+/// milliseconds however long the backlog that waited.
 const RESUME_BATCH: i64 = 1_000;
 
-/// `webhook resume NAME`: unpauses the webhook, then enqueues its due rows,
-/// oldest first (each with its in-flight key, so a job already on its way
-/// is not sent twice). Rows that are not due yet go when they are.
+/// `webhook resume NAME`: unpauses the webhook, releases its held rows
+/// (due now), then enqueues its due rows, oldest first (each with its
+/// in-flight key, so a job already on its way is not sent twice). A Failed
+/// row that was not held and whose retry is not due yet goes when it is.
 pub async fn resume(
     store: &Store,
     queue: &hookfleet_core::queue::RedisQueue,
@@ -814,6 +816,15 @@ pub async fn resume(
         println!("webhook {name} is not paused");
         return Ok(());
     };
+    let (mut released, mut after) = (0usize, 0i64);
+    loop {
+        let ids = store.run_sync(|c| {
+            hookfleet_core::store::deliveries::release_held(c, w.id, after, RESUME_BATCH)
+        })?;
+        let Some(&last) = ids.last() else { break };
+        released += ids.len();
+        after = last;
+    }
     let (mut due, mut enqueued, mut after) = (0usize, 0usize, 0i64);
     loop {
         let rows = store.run_sync(|c| {
@@ -836,7 +847,7 @@ pub async fn resume(
         }
     }
     println!(
-        "resumed webhook {}: {due} due deliveries, {enqueued} enqueued now ({} already on their way)",
+        "resumed webhook {}: {released} held rows released; {due} due deliveries, {enqueued} enqueued now ({} already on their way)",
         w.name,
         due - enqueued
     );

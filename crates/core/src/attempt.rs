@@ -134,6 +134,17 @@ pub struct Outcome {
     pub duration_ms: i32,
 }
 
+impl Outcome {
+    /// What went wrong, in a few words: the error, else the HTTP status.
+    pub fn reason(&self) -> String {
+        match (&self.error, self.response_code) {
+            (Some(e), _) => e.clone(),
+            (None, Some(code)) => format!("HTTP {code}"),
+            (None, None) => "no answer".into(),
+        }
+    }
+}
+
 /// Turns an attempt into an outcome: 2xx → Delivered; 410 or a request that
 /// cannot be built → Exhausted; any other answer or error → Failed with the
 /// schedule's next time while attempts remain (and `retries_allowed`), else

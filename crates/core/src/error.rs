@@ -99,9 +99,11 @@ pub enum Refusal {
     NoRotation(String),
     #[error("a stored value of webhook {0:?} cannot be opened: {1}")]
     Unsealable(String, String),
-    /// The input cannot be stored (the message says what is allowed).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(
+        "a pause reason is 1 to {} characters of printable text",
+        crate::store::webhooks::MAX_PAUSE_REASON_CHARS
+    )]
+    PauseReason,
 }
 
 impl StoreError {

@@ -34,7 +34,7 @@ use hookfleet_core::model::{
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::ssrf::NetworkPolicy;
-use hookfleet_core::store::{deliveries, Store};
+use hookfleet_core::store::{deliveries, health, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
 use hookfleet_core::render::RequestBuilder;
@@ -704,9 +704,23 @@ impl Producer {
         let report = deliver::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
         let (status, error) = (outcome.status.into(), outcome.error.clone());
+        let sample = row
+            .webhook_id
+            .map(|webhook_id| health::Sample::of(webhook_id, &outcome));
         self.record_transition(outcome)
             .await
             .map_err(Transition::Unrecorded)?;
+        if let Some(sample) = sample {
+            // Counted in the webhook's health like a worker's attempt (the
+            // auto-pause is the workers'). Best effort: the outcome is in.
+            if let Err(e) = self
+                .store
+                .run(move |c| health::record(c, &[sample], None))
+                .await
+            {
+                tracing::warn!(error = %e, "cannot update the webhook's health");
+            }
+        }
         Ok((status, error))
     }
 

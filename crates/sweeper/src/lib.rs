@@ -79,7 +79,16 @@ pub struct Sweeper {
     key_ttl: Duration,
     /// Terminal rows older than this are pruned each tick; None: kept.
     retention: Option<Duration>,
+    /// Where the retention's walk goes on from, and when it last began at
+    /// the first row (see [`PRUNE_REWALK`]).
+    prune_from: std::sync::Mutex<(i64, std::time::Instant)>,
 }
+
+/// How often the retention's walk begins again at the first row: between
+/// times a tick goes on from where the last stopped, so old rows that are
+/// kept (pending, or replayed since the cut) are not walked every tick; a
+/// day is soon enough for them once they end.
+pub const PRUNE_REWALK: Duration = Duration::from_secs(24 * 3600);
 
 impl Sweeper {
     pub fn new(store: Store, queue: RedisQueue, batch_size: usize, key_ttl: Duration) -> Sweeper {
@@ -89,6 +98,7 @@ impl Sweeper {
             batch_size: batch_size.max(1),
             key_ttl,
             retention: None,
+            prune_from: std::sync::Mutex::new((0, std::time::Instant::now())),
         }
     }
 
@@ -114,10 +124,18 @@ impl Sweeper {
         let mut r = self.sweep(budget).await?;
         if let Some(retention) = self.retention {
             let left = budget.saturating_sub(started.elapsed());
+            let from = {
+                let mut from = self.prune_from.lock().unwrap_or_else(|e| e.into_inner());
+                if from.1.elapsed() >= PRUNE_REWALK {
+                    *from = (0, std::time::Instant::now());
+                }
+                from.0
+            };
             let pruned = self
                 .store
-                .run(move |c| retention::prune(c, retention, retention::PRUNE_BATCH, left))
+                .run(move |c| retention::prune(c, retention, from, retention::PRUNE_BATCH, left))
                 .await?;
+            self.prune_from.lock().unwrap_or_else(|e| e.into_inner()).0 = pruned.stopped_after;
             r.pruned = pruned.rows;
             r.pruned_attempts = pruned.attempts;
             hookfleet_core::observe::metrics()

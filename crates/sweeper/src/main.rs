@@ -48,11 +48,25 @@ struct Cli {
     /// Delete terminal rows (Delivered, Exhausted) and their attempts once
     /// they are this old, each tick, in batches, for what is left of the
     /// tick's budget (at least one batch). Pending rows are never deleted.
-    /// 0: keep everything.
-    #[arg(long, env = "HOOKFLEET_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    /// 0: keep everything; else at least 1h.
+    #[arg(long, env = "HOOKFLEET_RETENTION", default_value = "30d", value_parser = parse_retention)]
     retention: Duration,
     #[command(flatten)]
     metrics: MetricsArgs,
+}
+
+/// 0 (keep everything) or at least an hour
+/// ([`hookfleet_core::store::retention::MIN_RETENTION`]).
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text).map_err(|e| e.to_string())?;
+    let min = hookfleet_core::store::retention::MIN_RETENTION;
+    if !d.is_zero() && d < min {
+        return Err(format!(
+            "must be 0 (keep everything) or at least {}",
+            hookfleet_core::config::format_duration(min)
+        ));
+    }
+    Ok(d)
 }
 
 #[tokio::main]

@@ -10,6 +10,8 @@
 //! - [`start`]: claim the taken jobs' rows in one statement and start the
 //!   deliveries, while the fetch loop takes the next jobs.
 //! - [`record`]: write outcomes in batches, then ack and release keys.
+//! - [`health`]: the recorded attempts counted in their webhooks' health
+//!   once a second (and the auto-pause).
 //! - [`unit`]: a taken job, owning its slots, and its verbs (acknowledge,
 //!   dead-letter, bounce).
 //! - [`stats`]: counters and the periodic summary line.
@@ -19,10 +21,11 @@
 //!   workers that died.
 //!
 //! A job's life: LMOVE/BLMOVE into `{queue}:processing:<worker>` → claim
-//! (lease + attempt count, or Exhausted / stale / missing) → send → outcome
+//! (lease + attempt count, or Exhausted / held / stale / missing) → send → outcome
 //! recorded → LREM + DEL of the in-flight key → slot freed.
 
 pub mod fetch;
+pub mod health;
 pub mod limits;
 pub mod liveness;
 pub mod record;
@@ -153,15 +156,22 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     let held = Arc::new(Held::default());
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let (tx, rx) = mpsc::unbounded_channel();
+    let health_buffer = Arc::new(health::HealthBuffer::default());
     let recorder = Arc::new(Recorder {
         store: store.clone(),
         queue: queue.clone(),
         worker_id: config.worker_id.clone(),
         counters: counters.clone(),
         shutdown: config.shutdown.clone(),
-        auto_pause_after: config.auto_pause_after,
+        health: health_buffer.clone(),
     });
     let recorder = tokio::spawn(recorder.run(rx));
+    let health_writer = tokio::spawn(health::run(
+        health_buffer.clone(),
+        store.clone(),
+        config.auto_pause_after,
+        config.shutdown.clone(),
+    ));
     let summary = tokio::spawn(summarise(counters.clone(), config.shutdown.clone()));
     // Registered before the first pop, so a reaper can always find what this
     // worker holds should it die.
@@ -176,6 +186,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
 
     tracing::info!(worker = %config.worker_id, queues = ?config.queues, concurrency = config.concurrency,
         endpoint_concurrency = config.endpoint_concurrency, "worker started");
+    let starter_store = store.clone();
     let starter = Arc::new(Starter {
         store,
         queue: queue.clone(),
@@ -227,6 +238,15 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
                 tracing::warn!(error = %e, "cannot deregister; the reaper will clean up");
             }
         }
+    }
+    health_writer.abort();
+    if stop != Stop::Forced {
+        // The last outcomes' attempts, which the writer's next tick would
+        // have counted.
+        // Logged inside: health is a summary, the outcomes are in.
+        let _ = health_buffer
+            .write(&starter_store, config.auto_pause_after)
+            .await;
     }
     liveness.abort();
     gauges.abort();

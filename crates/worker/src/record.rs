@@ -97,7 +97,7 @@ impl FailureLog {
             return;
         }
         let not_logged = self.held_back.swap(0, Ordering::Relaxed);
-        let reason = reason(o);
+        let reason = o.reason();
         if o.status == OutcomeStatus::Exhausted {
             tracing::warn!(webhook, log_id = o.log_id, attempt = o.attempt, reason = %reason,
                 not_logged, "attempt failed; no retries left (Exhausted)");
@@ -105,15 +105,6 @@ impl FailureLog {
             tracing::info!(webhook, log_id = o.log_id, attempt = o.attempt, reason = %reason,
                 retry_in = ?o.retry_in, not_logged, "attempt failed; retry scheduled");
         }
-    }
-}
-
-/// What went wrong in a failed attempt, in a few words.
-fn reason(o: &Outcome) -> String {
-    match (&o.error, o.response_code) {
-        (Some(e), _) => e.clone(),
-        (None, Some(code)) => format!("HTTP {code}"),
-        (None, None) => "no answer".into(),
     }
 }
 
@@ -126,8 +117,9 @@ pub struct Recorder {
     pub worker_id: String,
     pub counters: Arc<Counters>,
     pub shutdown: Shutdown,
-    /// See [`crate::WorkerConfig::auto_pause_after`].
-    pub auto_pause_after: Option<std::time::Duration>,
+    /// Where recorded attempts wait to be counted in their webhooks'
+    /// health (see [`crate::health`]).
+    pub health: Arc<crate::health::HealthBuffer>,
 }
 
 /// How one write ended.
@@ -165,16 +157,7 @@ impl Recorder {
                     .collect();
                 let samples: Vec<health::Sample> = batch
                     .iter()
-                    .filter_map(|f| {
-                        let o = &f.outcome;
-                        Some(health::Sample {
-                            webhook_id: f.webhook_id?,
-                            started_at: o.started_at,
-                            duration_ms: o.duration_ms,
-                            ok: o.status == OutcomeStatus::Delivered,
-                            error: (o.status != OutcomeStatus::Delivered).then(|| reason(o)),
-                        })
-                    })
+                    .filter_map(|f| Some(health::Sample::of(f.webhook_id?, &f.outcome)))
                     .collect();
                 let (outcomes, units): (Vec<Outcome>, Vec<UnitOfWork>) =
                     batch.into_iter().map(|f| (f.outcome, f.unit)).unzip();
@@ -185,7 +168,7 @@ impl Recorder {
                     // Only after the ack are the delivery slots freed (when
                     // the units drop).
                     UnitOfWork::acknowledge_all(units, &this.queue, &this.shutdown).await;
-                    this.record_health(samples).await;
+                    this.health.add(samples);
                 }
             });
         }
@@ -277,32 +260,6 @@ impl Recorder {
                     }
                 }
             }
-        }
-    }
-
-    /// Counts the attempts in their webhooks' health, and pauses the
-    /// webhooks that have failed for too long. Best effort, once: health is
-    /// a summary, and an outcome is already safe in its row and attempt.
-    async fn record_health(&self, samples: Vec<health::Sample>) {
-        if samples.is_empty() {
-            return;
-        }
-        let after = self.auto_pause_after;
-        match self
-            .store
-            .run(move |c| health::record(c, &samples, after))
-            .await
-        {
-            Ok(paused) => {
-                for p in paused {
-                    hookfleet_core::observe::metrics()
-                        .webhooks_auto_paused
-                        .inc();
-                    tracing::warn!(webhook = %p.name, reason = %p.reason,
-                        "webhook paused: its deliveries wait for `hookfleet webhook resume`");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot update the webhooks' health"),
         }
     }
 

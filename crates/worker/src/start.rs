@@ -89,6 +89,7 @@ impl Starter {
         let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
         let missing: HashSet<i64> = missing.into_iter().collect();
         let mut done: Vec<UnitOfWork> = Vec::new();
+        let mut of_paused: Vec<UnitOfWork> = Vec::new();
         for mut unit in units {
             let id = unit.log_id().expect("parsed before the claim");
             if let Some(claim) = claims.remove(&id) {
@@ -107,13 +108,8 @@ impl Starter {
                 unit.free_endpoint_slot();
                 self.claim_after_lease(unit, *left);
             } else if paused.contains(&id) {
-                // Put back unclaimed: the row stays pending, untouched (no
-                // attempt counted, nothing Exhausted), and `webhook resume`
-                // enqueues it again. The job goes, with its in-flight key.
-                Counters::add(&self.counters.paused, 1);
-                tracing::debug!(log_id = id, "webhook paused; job put back without claiming");
                 unit.free_endpoint_slot();
-                done.push(unit);
+                of_paused.push(unit);
             } else if missing.contains(&id) {
                 unit.free_endpoint_slot();
                 let reason = format!("job names log id {id}, which does not exist");
@@ -137,7 +133,40 @@ impl Starter {
                 done.push(unit);
             }
         }
+        if !of_paused.is_empty() {
+            done.extend(self.hold(of_paused).await);
+        }
         UnitOfWork::acknowledge_all(done, &self.queue, &self.config.shutdown).await;
+    }
+
+    /// Jobs whose webhook is paused, unclaimed: their rows are held (no
+    /// attempt counted, nothing Exhausted; `webhook resume` releases and
+    /// enqueues them) and the jobs returned to be acked. A job whose row
+    /// could not be held (its webhook resumed meanwhile, or the database did
+    /// not answer) goes back to its queue instead, to be claimed again.
+    async fn hold(&self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
+        let held: HashSet<i64> = match self.store.run(move |c| deliveries::hold(c, &ids)).await {
+            Ok(held) => held.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot hold the rows of a paused webhook; their jobs go back to the queue");
+                HashSet::new()
+            }
+        };
+        let mut done = Vec::new();
+        for unit in units {
+            let id = unit.log_id().expect("parsed before the claim");
+            if held.contains(&id) {
+                Counters::add(&self.counters.paused, 1);
+                tracing::debug!(log_id = id, "webhook paused; row held until resume");
+                done.push(unit);
+            } else if let Err(e) = unit.bounce(&self.queue).await {
+                // Whether it moved is unknown: the orphan check settles it
+                // once Redis answers.
+                tracing::warn!(log_id = id, error = %e, "cannot put a job back on its queue");
+            }
+        }
+        done
     }
 
     /// Takes a webhook slot for every job whose webhook is known (from the

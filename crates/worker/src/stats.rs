@@ -21,8 +21,8 @@ pub struct Counters {
     /// Jobs sent to the back of the queue because their webhook was at its
     /// concurrency limit.
     pub bounced: AtomicU64,
-    /// Jobs put back unclaimed because their webhook is paused (the row
-    /// waits in Postgres for `webhook resume`).
+    /// Jobs acked unclaimed because their webhook is paused (the row is
+    /// held in Postgres until `webhook resume`).
     pub paused: AtomicU64,
 }
 

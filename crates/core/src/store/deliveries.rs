@@ -502,6 +502,8 @@ WITH input AS (
 ), attempts AS (
     INSERT INTO webhook_delivery_attempts (log_id, attempt, started_at, duration_ms, response_code, error, worker)
     SELECT i.id, i.attempt, i.started_at, i.duration_ms, i.response_code, i.error, $11 FROM input i
+    -- A row pruned meanwhile keeps no attempts (and must not fail the write).
+    WHERE EXISTS (SELECT 1 FROM webhook_request_logs x WHERE x.id = i.id)
     ON CONFLICT (log_id, attempt) DO NOTHING
 )
 SELECT id FROM updated";
@@ -601,8 +603,9 @@ pub struct DueRow {
 /// Rows whose next_retry has passed, oldest first, after the position
 /// `after` (keyset paging within one tick), at most `limit`. Both forms walk
 /// the partial index on (next_retry, id) in order and stop after `limit`
-/// rows, however large the table is. Rows of paused webhooks are walked
-/// past: they wait for `webhook resume`.
+/// rows, however large the table is. A paused webhook's rows are held
+/// ([`HELD_UNTIL`]) by the first worker that meets one, so they leave the
+/// due part of the index after at most one enqueue each.
 pub fn due(
     conn: &mut PgConnection,
     after: Option<(DateTime<Utc>, i64)>,
@@ -614,14 +617,12 @@ pub fn due(
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id";
     Ok(match after {
         None => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND {NOT_PAUSED}
-             ORDER BY l.next_retry, l.id LIMIT $1"
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} ORDER BY l.next_retry, l.id LIMIT $1"
         ))
         .bind::<BigInt, _>(limit)
         .load(conn)?,
         Some((time, id)) => diesel::sql_query(format!(
-            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND {NOT_PAUSED}
-               AND (l.next_retry, l.id) > ($1, $2)
+            "{SELECT} WHERE l.next_retry <= now() AND {LEASE_FREE} AND (l.next_retry, l.id) > ($1, $2)
              ORDER BY l.next_retry, l.id LIMIT $3"
         ))
         .bind::<Timestamptz, _>(time)
@@ -741,14 +742,78 @@ pub fn replay(conn: &mut PgConnection, id: i64, force: bool) -> Result<Replayed,
 /// No attempt holds the row (judged by the database's clock).
 const LEASE_FREE: &str = "(l.lease_expires_at IS NULL OR l.lease_expires_at <= now())";
 
-/// The row's webhook (`w`, left-joined) is not paused; a deleted webhook's
-/// rows count as not paused (they are made Exhausted when taken).
-const NOT_PAUSED: &str = "w.paused_at IS NULL";
+/// The next_retry of a held row: the row of a paused webhook waits, out of
+/// every sweeper's reach (it is never due), until `webhook resume` (or the
+/// webhook's deletion) releases it. A finite date, so every reader can
+/// still read it as a time.
+pub const HELD_UNTIL: &str = "'9999-01-01 00:00:00+00'::timestamptz";
+
+/// The time [`HELD_UNTIL`] names, for readers that show a row.
+pub fn held_until() -> DateTime<Utc> {
+    DateTime::<Utc>::from_naive_utc_and_offset(
+        chrono::NaiveDate::from_ymd_opt(9999, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap_or_default(),
+        Utc,
+    )
+}
+
+/// Holds the pending, unleased rows among `ids` whose webhook is paused
+/// (see [`HELD_UNTIL`]); returns those held. The webhooks are read with a
+/// share lock, so a resume or a delete either waits for this statement
+/// (and then finds the rows it held) or commits first (and nothing is
+/// held): a row is never held after its webhook's resume has looked.
+pub fn hold(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+    let held: Vec<IdOnly> = diesel::sql_query(format!(
+        "WITH paused AS (
+             SELECT w.id FROM webhooks w
+             WHERE w.paused_at IS NOT NULL
+               AND w.id IN (SELECT webhook_id FROM webhook_request_logs WHERE id = ANY($1))
+             ORDER BY w.id
+             FOR SHARE
+         )
+         UPDATE webhook_request_logs l SET next_retry = {HELD_UNTIL}
+         FROM paused p
+         WHERE l.id = ANY($1) AND l.webhook_id = p.id
+           AND l.status IN ('Queued', 'Failed') AND {LEASE_FREE}
+         RETURNING l.id"
+    ))
+    .bind::<Array<BigInt>, _>(ids)
+    .load(conn)?;
+    Ok(held.into_iter().map(|r| r.id).collect())
+}
+
+/// Makes up to `limit` held rows of webhook `webhook_id` after `after_id`
+/// due now, oldest first; returns their ids (the last is where to go on
+/// from; empty: none left). Walks the webhook's pending rows only.
+pub fn release_held(
+    conn: &mut PgConnection,
+    webhook_id: i64,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let released: Vec<IdOnly> = diesel::sql_query(format!(
+        "UPDATE webhook_request_logs SET next_retry = now()
+         WHERE id IN (SELECT id FROM webhook_request_logs
+                      WHERE webhook_id = $1 AND next_retry IS NOT NULL AND id > $2
+                        AND next_retry = {HELD_UNTIL}
+                      ORDER BY id LIMIT $3)
+           AND next_retry = {HELD_UNTIL}
+         RETURNING id"
+    ))
+    .bind::<BigInt, _>(webhook_id)
+    .bind::<BigInt, _>(after_id)
+    .bind::<BigInt, _>(limit)
+    .load(conn)?;
+    let mut ids: Vec<i64> = released.into_iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
 
 /// The pending rows of webhook `webhook_id` whose attempt is due now (a
-/// Queued row always is), not leased, oldest first, after `after_id`, at
-/// most `limit`: what `webhook resume` enqueues. Walks the partial index of
-/// pending rows.
+/// Queued row always is, unless held), not leased, oldest first, after
+/// `after_id`, at most `limit`: what `webhook resume` enqueues. Walks the
+/// webhook's pending rows only (a partial index).
 pub fn pending_of_webhook(
     conn: &mut PgConnection,
     webhook_id: i64,
@@ -759,6 +824,7 @@ pub fn pending_of_webhook(
         "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
          FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
          WHERE l.next_retry IS NOT NULL AND l.webhook_id = $1 AND l.id > $2
+           AND l.next_retry < {HELD_UNTIL}
            AND (l.status = 'Queued' OR l.next_retry <= now()) AND {LEASE_FREE}
          ORDER BY l.id LIMIT $3"
     ))
@@ -902,33 +968,52 @@ struct CountRow {
 }
 
 /// Rows whose attempt is due (at most [`MAX_BACKLOG_COUNT`]) and the
-/// oldest due time, for the sweeper's gauges, leaving out the rows of
-/// paused webhooks (they wait on purpose). Both walk the next_retry index.
+/// oldest due time, for the sweeper's gauges (held rows are never due).
+/// Both walk the next_retry index.
 pub fn backlog(conn: &mut PgConnection) -> Result<(i64, Option<DateTime<Utc>>), StoreError> {
     #[derive(QueryableByName)]
     struct Oldest {
         #[diesel(sql_type = Timestamptz)]
         next_retry: DateTime<Utc>,
     }
-    const DUE: &str = "FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
-                       WHERE l.next_retry <= now()";
+    const DUE: &str = "FROM webhook_request_logs WHERE next_retry <= now()";
     let oldest: Option<Oldest> = diesel::sql_query(format!(
-        "SELECT l.next_retry {DUE} AND {NOT_PAUSED} ORDER BY l.next_retry LIMIT 1"
+        "SELECT next_retry {DUE} ORDER BY next_retry LIMIT 1"
     ))
     .get_result(conn)
     .optional()?;
     let count: CountRow = diesel::sql_query(format!(
-        "SELECT count(*) AS n FROM (SELECT 1 {DUE} AND {NOT_PAUSED} LIMIT $1) due"
+        "SELECT count(*) AS n FROM (SELECT 1 {DUE} LIMIT $1) due"
     ))
     .bind::<BigInt, _>(MAX_BACKLOG_COUNT)
     .get_result(conn)?;
     Ok((count.n, oldest.map(|o| o.next_retry)))
 }
 
-/// Above this many rows (by the planner's count), `stats` estimates the
-/// terminal rows from the table's statistics instead of counting them: a
-/// count of 10 million rows takes seconds, the estimate a millisecond.
-pub const EXACT_COUNT_BELOW: f64 = 1_000_000.0;
+/// When [`counts`] estimates instead of counting.
+#[derive(Debug, Clone, Copy)]
+pub struct CountLimits {
+    /// From this many rows (by the planner's count), terminal rows are
+    /// estimated from the table's statistics instead of counted.
+    pub exact_below: f64,
+    /// Pending rows are counted up to this many; past it the counts are
+    /// lower bounds.
+    pub pending_cap: i64,
+}
+
+impl Default for CountLimits {
+    fn default() -> CountLimits {
+        CountLimits {
+            // A count of 10 million rows takes seconds on a small machine,
+            // the estimate a millisecond; a million is counted in ~100 ms.
+            exact_below: 1_000_000.0,
+            // Pending rows are read from the heap through their partial
+            // index: 100,000 take ~100 ms, which keeps `stats` well under a
+            // second whatever the backlog.
+            pending_cap: 100_000,
+        }
+    }
+}
 
 /// Row counts and the oldest pending time, for `stats`.
 #[derive(Debug, Clone, Serialize)]
@@ -938,12 +1023,12 @@ pub struct Counts {
     pub failed: i64,
     pub exhausted: i64,
     /// Delivered and Exhausted are estimates from the table's statistics
-    /// (as of its last ANALYZE), or the pending counts reached
-    /// [`MAX_BACKLOG_COUNT`].
+    /// (as of its last ANALYZE), or the pending counts reached their cap
+    /// (and are lower bounds): see [`CountLimits`].
     pub estimated: bool,
     /// The earliest next_retry that has passed (a backlog's age), if any.
     pub oldest_due: Option<DateTime<Utc>>,
-    /// The earliest next_retry of all pending rows.
+    /// The earliest next_retry of all pending rows but the held ones.
     pub next_due: Option<DateTime<Utc>>,
 }
 
@@ -955,12 +1040,12 @@ struct StatusCount {
     n: f64,
 }
 
-/// Pending rows are counted exactly (up to [`MAX_BACKLOG_COUNT`]) through
-/// the partial index of pending rows; terminal rows are counted too while
-/// the table is small, and estimated from the planner's statistics once it
-/// holds [`EXACT_COUNT_BELOW`] rows or more. So `stats` stays well under a
-/// second at 10 million rows.
-pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
+/// Pending rows are counted exactly (up to a cap) through the partial index
+/// of pending rows; terminal rows are counted too while the table is small,
+/// and estimated from the planner's statistics once it is large (see
+/// [`CountLimits`]). So `stats` stays well under a second at 10 million
+/// rows.
+pub fn counts(conn: &mut PgConnection, limits: CountLimits) -> Result<Counts, StoreError> {
     #[derive(QueryableByName)]
     struct Size {
         #[diesel(sql_type = Double)]
@@ -971,13 +1056,13 @@ pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
     )
     .get_result(conn)?;
     // -1: never analyzed (a new table), so small enough to count.
-    let estimate = size.rows >= EXACT_COUNT_BELOW;
+    let estimate = size.rows >= limits.exact_below;
     let pending: Vec<StatusCount> = diesel::sql_query(
         "SELECT status, count(*)::float8 AS n
          FROM (SELECT status FROM webhook_request_logs WHERE next_retry IS NOT NULL LIMIT $1) p
          GROUP BY status",
     )
-    .bind::<BigInt, _>(MAX_BACKLOG_COUNT)
+    .bind::<BigInt, _>(limits.pending_cap)
     .load(conn)?;
     let terminal: Vec<StatusCount> = if estimate {
         diesel::sql_query(
@@ -1005,7 +1090,7 @@ pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
             .sum::<i64>()
     };
     let next_due: Option<DateTime<Utc>> = webhook_request_logs::table
-        .filter(webhook_request_logs::next_retry.is_not_null())
+        .filter(webhook_request_logs::next_retry.lt(held_until()))
         .select(diesel::dsl::min(webhook_request_logs::next_retry))
         .first(conn)?;
     let pending_total: f64 = pending.iter().map(|c| c.n).sum();
@@ -1014,7 +1099,7 @@ pub fn counts(conn: &mut PgConnection) -> Result<Counts, StoreError> {
         delivered: get(DeliveryStatus::Delivered),
         failed: get(DeliveryStatus::Failed),
         exhausted: get(DeliveryStatus::Exhausted),
-        estimated: estimate || pending_total >= MAX_BACKLOG_COUNT as f64,
+        estimated: estimate || pending_total >= limits.pending_cap as f64,
         oldest_due: next_due.filter(|t| *t <= Utc::now()),
         next_due,
     })

@@ -67,6 +67,20 @@ pub struct Sample {
     pub error: Option<String>,
 }
 
+impl Sample {
+    /// The attempt behind `outcome`, of webhook `webhook_id`.
+    pub fn of(webhook_id: i64, outcome: &crate::attempt::Outcome) -> Sample {
+        let ok = outcome.status == crate::attempt::OutcomeStatus::Delivered;
+        Sample {
+            webhook_id,
+            started_at: outcome.started_at,
+            duration_ms: outcome.duration_ms,
+            ok,
+            error: (!ok).then(|| outcome.reason()),
+        }
+    }
+}
+
 /// A webhook the auto-pause just paused.
 #[derive(Debug, Clone, QueryableByName, Serialize)]
 pub struct AutoPaused {
@@ -116,16 +130,21 @@ ON CONFLICT (webhook_id) DO UPDATE SET
 RETURNING h.webhook_id, h.consecutive_failures, h.failing_since";
 
 /// Pauses the webhooks among `$1` whose every attempt has failed for `$3`
-/// seconds, at least `$2` of them, and that are not paused already.
+/// seconds, at least `$2` of them, and that are not paused already. The
+/// webhooks are locked in id order, so two workers pausing the same ones
+/// never deadlock.
 const AUTO_PAUSE_SQL: &str = "
+WITH locked AS (
+    SELECT id FROM webhooks WHERE id = ANY($1) AND paused_at IS NULL ORDER BY id FOR UPDATE
+)
 UPDATE webhooks w
 SET paused_at = now(),
     paused_reason = format('auto-paused: all %s attempts since %s failed (HOOKFLEET_AUTO_PAUSE_AFTER); last error: %s',
                            h.consecutive_failures,
                            to_char(h.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
                            COALESCE(h.last_error, '-'))
-FROM webhook_health h
-WHERE h.webhook_id = w.id AND w.id = ANY($1) AND w.paused_at IS NULL
+FROM webhook_health h, locked
+WHERE h.webhook_id = w.id AND w.id = locked.id AND w.paused_at IS NULL
   AND h.consecutive_failures >= $2
   AND h.failing_since <= now() - make_interval(secs => $3)
 RETURNING w.id, w.name, w.paused_reason AS reason";
@@ -304,8 +323,14 @@ pub fn percentile(hist: &[(i16, i64)], q: f64) -> Option<i64> {
     let mut below = 0i64;
     for &(bucket, n) in hist {
         if n > 0 && (below + n) as f64 >= rank {
+            // A bucket past the bounds (the overflow bucket, or one written
+            // by a build with more bounds) reads as the last bound.
+            let last = LATENCY_BOUNDS_MS[LATENCY_BOUNDS_MS.len() - 1];
             let b = bucket.max(0) as usize;
-            let lower = if b == 0 { 0 } else { LATENCY_BOUNDS_MS[b - 1] };
+            let lower = match b {
+                0 => 0,
+                _ => LATENCY_BOUNDS_MS.get(b - 1).copied().unwrap_or(last),
+            };
             let Some(&upper) = LATENCY_BOUNDS_MS.get(b) else {
                 return Some(i64::from(lower));
             };

@@ -1,9 +1,10 @@
 //! Retention: terminal delivery rows (Delivered, Exhausted) and their
-//! attempts are deleted once they are older than the cut, in batches that
-//! walk the rows in the order they were recorded (the index on
-//! `(created_at, id)`), so each batch is one short statement however large
-//! the table is. A pending row (Queued, Failed) is never deleted, and a row
-//! touched since the cut (a replay) waits for a later prune.
+//! attempts are deleted once they were recorded and last touched before the
+//! cut, in batches that walk the rows by id (the order they were recorded
+//! in), so each batch is one short statement however large the table is and
+//! no index is added for it (every index costs each outcome's write). A
+//! pending row (Queued, Failed, held) is never deleted, and a row touched
+//! since the cut (a replay) waits for a later prune.
 
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,10 @@ use crate::error::StoreError;
 /// bursts stay short beside the workers' writes.
 pub const PRUNE_BATCH: i64 = 5_000;
 
-/// Where a prune has got to: the last (created_at, id) it looked at.
-pub type Cursor = (DateTime<Utc>, i64);
+/// The shortest retention: a terminal row this old can have no attempt in
+/// flight (the longest lease is a 60 s timeout plus the lease margin), so a
+/// late outcome never finds its row gone.
+pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
 /// What one prune batch did.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -32,61 +35,66 @@ pub struct Pruned {
     pub attempts: u64,
 }
 
+/// The cut for a retention of `older_than`, by the database's clock.
+pub fn cut(conn: &mut PgConnection, older_than: Duration) -> Result<DateTime<Utc>, StoreError> {
+    #[derive(QueryableByName)]
+    struct Cut {
+        #[diesel(sql_type = Timestamptz)]
+        at: DateTime<Utc>,
+    }
+    let c: Cut = diesel::sql_query("SELECT now() - make_interval(secs => $1) AS at")
+        .bind::<Double, _>(older_than.as_secs_f64())
+        .get_result(conn)?;
+    Ok(c.at)
+}
+
 #[derive(QueryableByName)]
 struct BatchRow {
     #[diesel(sql_type = BigInt)]
     rows: i64,
     #[diesel(sql_type = BigInt)]
     attempts: i64,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    last_created: Option<DateTime<Utc>>,
     #[diesel(sql_type = Nullable<BigInt>)]
     last_id: Option<i64>,
+    /// Rows looked at that were recorded before the cut.
+    #[diesel(sql_type = BigInt)]
+    old: i64,
 }
 
-/// One batch: looks at up to `limit` rows recorded before `older_than` ago
-/// (by the database's clock) after `after`, and deletes those that are
-/// terminal and untouched since the cut, with their attempts. Returns what
-/// it deleted and where to go on from (None: nothing older is left).
+/// One batch: looks at up to `limit` rows after id `after_id` and deletes
+/// those recorded before `cut`, terminal and untouched since, with their
+/// attempts. Returns what it deleted and the id to go on from (None: the
+/// batch saw no row older than the cut, so the walk has passed it).
 ///
 /// The delete checks each row again as it deletes it (`next_retry IS NULL`
 /// and `updated_at` on the row as it is then), so a row replayed while the
 /// batch runs is kept with its attempts.
 pub fn prune_batch(
     conn: &mut PgConnection,
-    older_than: Duration,
-    after: Option<Cursor>,
+    cut: DateTime<Utc>,
+    after_id: i64,
     limit: i64,
-) -> Result<(Pruned, Option<Cursor>), StoreError> {
-    let (after_time, after_id) = match after {
-        Some((t, id)) => (Some(t), id),
-        None => (None, 0),
-    };
+) -> Result<(Pruned, Option<i64>), StoreError> {
     let row: BatchRow = diesel::sql_query(
-        "WITH cut AS (SELECT now() - make_interval(secs => $1) AS at),
-         looked AS (
-             SELECT l.id, l.created_at FROM webhook_request_logs l, cut
-             WHERE l.created_at < cut.at
-               AND ($2::timestamptz IS NULL OR (l.created_at, l.id) > ($2, $3))
-             ORDER BY l.created_at, l.id LIMIT $4
+        "WITH looked AS (
+             SELECT id, created_at FROM webhook_request_logs
+             WHERE id > $2 ORDER BY id LIMIT $3
          ), deleted AS (
-             DELETE FROM webhook_request_logs l USING looked, cut
-             WHERE l.id = looked.id AND l.next_retry IS NULL AND l.updated_at < cut.at
+             DELETE FROM webhook_request_logs l USING looked
+             WHERE l.id = looked.id AND looked.created_at < $1
+               AND l.next_retry IS NULL AND l.updated_at < $1
              RETURNING l.id
          ), attempts AS (
              DELETE FROM webhook_delivery_attempts a USING deleted d
              WHERE a.log_id = d.id
              RETURNING 1
-         ), last AS (
-             SELECT created_at, id FROM looked ORDER BY created_at DESC, id DESC LIMIT 1
          )
          SELECT (SELECT count(*) FROM deleted) AS rows,
                 (SELECT count(*) FROM attempts) AS attempts,
-                (SELECT created_at FROM last) AS last_created,
-                (SELECT id FROM last) AS last_id",
+                (SELECT max(id) FROM looked) AS last_id,
+                (SELECT count(*) FROM looked WHERE created_at < $1) AS old",
     )
-    .bind::<Double, _>(older_than.as_secs_f64())
-    .bind::<Nullable<Timestamptz>, _>(after_time)
+    .bind::<Timestamptz, _>(cut)
     .bind::<BigInt, _>(after_id)
     .bind::<BigInt, _>(limit.max(1))
     .get_result(conn)?;
@@ -94,11 +102,7 @@ pub fn prune_batch(
         rows: row.rows.max(0) as u64,
         attempts: row.attempts.max(0) as u64,
     };
-    let next = match (row.last_created, row.last_id) {
-        (Some(t), Some(id)) => Some((t, id)),
-        _ => None,
-    };
-    Ok((pruned, next))
+    Ok((pruned, row.last_id.filter(|_| row.old > 0)))
 }
 
 /// What a whole prune did.
@@ -110,32 +114,37 @@ pub struct PruneReport {
     /// Stopped at its time budget with older rows left to look at.
     pub budget_spent: bool,
     pub seconds: f64,
+    /// The id the walk stopped after (where a next prune may go on from).
+    #[serde(skip)]
+    pub stopped_after: i64,
 }
 
-/// Batch after batch until no row older than the cut is left or `budget`
-/// is spent. Each batch is its own statement: what was deleted stays
-/// deleted if a later batch fails.
+/// Batch after batch from id `after_id` until the walk passes the cut or
+/// `budget` is spent (at least one batch). Each batch is its own statement:
+/// what was deleted stays deleted if a later batch fails.
 pub fn prune(
     conn: &mut PgConnection,
     older_than: Duration,
+    after_id: i64,
     batch: i64,
     budget: Duration,
 ) -> Result<PruneReport, StoreError> {
     let started = Instant::now();
-    let mut report = PruneReport::default();
-    let mut after = None;
+    let cut = cut(conn, older_than)?;
+    let mut report = PruneReport {
+        stopped_after: after_id,
+        ..PruneReport::default()
+    };
     loop {
-        let (done, next) = prune_batch(conn, older_than, after, batch)?;
+        let (done, next) = prune_batch(conn, cut, report.stopped_after, batch)?;
         report.rows += done.rows;
         report.attempts += done.attempts;
         report.batches += 1;
-        match next {
-            None => break,
-            Some(_) if started.elapsed() >= budget => {
-                report.budget_spent = true;
-                break;
-            }
-            Some(cursor) => after = Some(cursor),
+        let Some(next) = next else { break };
+        report.stopped_after = next;
+        if started.elapsed() >= budget {
+            report.budget_spent = true;
+            break;
         }
     }
     report.seconds = started.elapsed().as_secs_f64();

@@ -287,16 +287,30 @@ pub fn set_enabled(
 /// become Exhausted when their attempt comes, without a request.
 pub fn delete(conn: &mut PgConnection, name: &str) -> Result<(), StoreError> {
     conn.transaction(|conn| {
-        let id: i64 = diesel::delete(webhooks::table.filter(webhooks::name.eq(name)))
-            .returning(webhooks::id)
-            .get_result(conn)
+        let id: i64 = webhooks::table
+            .filter(webhooks::name.eq(name))
+            .select(webhooks::id)
+            .for_update()
+            .first(conn)
             .optional()?
             .ok_or_else(|| not_found(name))?;
+        // Rows held by a pause are due again, to be made Exhausted
+        // ("webhook deleted") when taken, like every other pending row;
+        // before the delete, which sets their webhook_id to NULL.
+        diesel::sql_query(format!(
+            "UPDATE webhook_request_logs SET next_retry = now()
+             WHERE webhook_id = $1 AND next_retry = {}",
+            super::deliveries::HELD_UNTIL
+        ))
+        .bind::<diesel::sql_types::BigInt, _>(id)
+        .execute(conn)?;
+        diesel::delete(webhooks::table.find(id)).execute(conn)?;
         super::health::forget(conn, id)
     })
 }
 
-/// The longest reason a pause may give.
+/// The longest reason a pause may give: a sentence or two for the next
+/// operator (list and show print it on one line).
 pub const MAX_PAUSE_REASON_CHARS: usize = 500;
 
 /// What `pause` found.
@@ -315,9 +329,7 @@ pub fn pause(conn: &mut PgConnection, name: &str, reason: &str) -> Result<Paused
         || reason.chars().count() > MAX_PAUSE_REASON_CHARS
         || reason.chars().any(char::is_control)
     {
-        return Err(StoreError::Refused(Refusal::Invalid(format!(
-            "a pause reason is 1 to {MAX_PAUSE_REASON_CHARS} characters of printable text"
-        ))));
+        return Err(StoreError::Refused(Refusal::PauseReason));
     }
     let paused: Option<Webhook> = diesel::update(
         webhooks::table
