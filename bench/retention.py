@@ -3,19 +3,24 @@ worker delivers.
 
     CARGO_TARGET_DIR=$HOME/.cache/hookfleet/target scripts/bench.sh --only retention --no-report
 
-prints one JSON document (progress goes to stderr); about 20 minutes the
-first time (seeding), less once the seed exists. What it measures:
+prints one JSON document (progress goes to stderr): about 19 minutes on 2
+cores when it seeds (3.5 of them), 17-18 once the seed exists. What it measures:
 
   1. seed: 10,000,000 terminal delivery rows (95% Delivered, 5% Exhausted,
      ~250-byte bodies, one webhook, one attempt row each) spread evenly over
      created_at = seed time - 60 days .. seed time - 1 hour, inserted with
      every production index in place, then VACUUM ANALYZE. The seed lives in
      a Postgres data directory of its own, $HOOKFLEET_BENCH_RETENTION_DIR
-     (default /var/tmp/hookfleet-bench-retention), reused while its seed
-     database holds the rows (delete the directory to seed again);
+     (default /var/tmp/hookfleet-bench-retention, about 8 GB plus a copy
+     while a run goes on), reused while its seed database holds the rows and
+     was made by the same migrations (delete the directory to seed again);
   2. `hookfleet stats --json` wall time at that size (3 runs);
-  3. prune alone (`hookfleet prune --json`, nothing else running), and one
-     sweeper tick (`hookfleet-sweeper --once --retention ... --tick-budget 60s`);
+  3. prune alone (`hookfleet prune --json`, nothing else running): to its
+     end, or until every row older than the cut is gone (the cut is
+     now() - --older-than, so it moves on as the prune runs and the rows
+     behind it keep crossing it); and one sweeper tick
+     (`hookfleet-sweeper --once --retention ... --tick-budget 60s`): its
+     log line's pruned= over ms=, and the time it took to reach the cut;
   4. delivery without and with a prune started at the same moment, in pairs
      (without, then with), twice: (a) one worker (default flags) draining
      --events queued deliveries to the bench receiver; (b) a producer fed
@@ -33,11 +38,12 @@ adds its own recent rows). The cut is 30 days before the seed time (the
 --older-than passed is 30 days plus the seed's age), so the same half of the
 seed is prunable however old the seed is. Rows pruned during a delivery run
 are counted exactly: the prunable rows left when delivery ends (a snapshot
-count) against those at the start.
+count) against those at the start; the prune is stopped then (Ctrl-C) if it
+has not ended.
 
 Knobs (environment): HOOKFLEET_BENCH_RETENTION_ROWS (10000000),
 HOOKFLEET_BENCH_RETENTION_RATE (5000 events/s), _SECONDS (60 s of inflow),
-_PAIRS (2), _GRACE (s a prune may go on after delivery ends, 20).
+_PAIRS (2), _SUSTAINED_SECONDS (30).
 """
 import json
 import os
@@ -56,7 +62,6 @@ RATE = int(os.environ.get("HOOKFLEET_BENCH_RETENTION_RATE", 5_000))
 STEADY_S = int(os.environ.get("HOOKFLEET_BENCH_RETENTION_SECONDS", 60))
 PAIRS = int(os.environ.get("HOOKFLEET_BENCH_RETENTION_PAIRS", 2))
 SUSTAINED_S = int(os.environ.get("HOOKFLEET_BENCH_RETENTION_SUSTAINED_SECONDS", 30))
-GRACE_S = float(os.environ.get("HOOKFLEET_BENCH_RETENTION_GRACE", 20))
 SEED_DIR = os.environ.get("HOOKFLEET_BENCH_RETENTION_DIR", "/var/tmp/hookfleet-bench-retention")
 SEED_DB = "retention_seed"
 CHUNK = 1_000_000
@@ -225,17 +230,35 @@ SELECT id, 1, created_at + interval '100 milliseconds', 35, response_code, error
 """
 
 
+def migrations_hash():
+    """The schema the seed was made with: a seed made by other migrations is
+    made again."""
+    import hashlib
+    h = hashlib.sha256()
+    root = os.path.join(B.ROOT, "migrations")
+    for d in sorted(os.listdir(root)):
+        with open(os.path.join(root, d, "up.sql"), "rb") as f:
+            h.update(d.encode() + f.read())
+    return h.hexdigest()[:16]
+
+
 def ensure_seed(bench):
     """The seed database with ROWS terminal rows: reused when it is there."""
+    schema = migrations_hash()
     meta = None
     try:
         with open(seed_meta_path()) as f:
             meta = json.load(f)
     except (OSError, ValueError):
         pass
-    if meta and meta.get("rows") == ROWS and bench.psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{SEED_DB}'"):
+    exists = bench.psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{SEED_DB}'")
+    if meta and meta.get("rows") == ROWS and meta.get("schema") == schema and exists:
         have = int(bench.psql(SEED_DB, "SELECT count(*) FROM webhook_request_logs"))
         if have >= ROWS:
+            if "prunable_max_id" not in meta:
+                meta["prunable_max_id"] = prunable_max_id(bench, meta["seeded_at"])
+                with open(seed_meta_path(), "w") as f:
+                    json.dump(meta, f, indent=2)
             log(f"reusing the seed: {have:,} rows, made {(time.time() - meta['seeded_at']) / 3600:.1f} h ago "
                 f"in {meta['seconds']}s")
             return dict(meta, reused=True)
@@ -270,7 +293,8 @@ def ensure_seed(bench):
     sizes = bench.psql(SEED_DB, "SELECT pg_size_pretty(pg_total_relation_size('webhook_request_logs')) || ' + ' || "
                                 "pg_size_pretty(pg_total_relation_size('webhook_delivery_attempts'))")
     body = int(bench.psql(SEED_DB, "SELECT avg(octet_length(body))::int FROM webhook_request_logs WHERE id < 1000"))
-    meta = {"rows": ROWS, "prunable": prunable, "seeded_at": seed_at,
+    meta = {"rows": ROWS, "schema": schema, "prunable": prunable, "prunable_max_id": prunable_max_id(bench, seed_at),
+            "seeded_at": seed_at,
             "seeded_at_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seed_at)),
             "seconds": round(seconds, 1), "insert_seconds": round(insert_s, 1),
             "vacuum_analyze_seconds": round(vacuum_s, 1), "sizes_logs_plus_attempts": sizes, "body_bytes": body}
@@ -287,9 +311,16 @@ def older_than(seed):
 
 
 def prunable_left(copy, seed):
-    """Rows older than the cut still there (a snapshot at the statement's start)."""
-    return int(copy.q(f"SELECT count(*) FROM webhook_request_logs "
-                      f"WHERE created_at < to_timestamp({seed['seeded_at']}) - interval '30 days'"))
+    """Seed rows older than the cut still there (a snapshot at the statement's
+    start). The seed's ids follow created_at, so they are the ids up to the
+    last prunable one: counted on the primary key, whatever other index the
+    schema has."""
+    return int(copy.q(f"SELECT count(*) FROM webhook_request_logs WHERE id <= {seed['prunable_max_id']}"))
+
+
+def prunable_max_id(bench, seed_at):
+    return int(bench.psql(SEED_DB, "SELECT max(id) FROM webhook_request_logs "
+                                   f"WHERE created_at < to_timestamp({seed_at}) - interval '30 days'"))
 
 
 def start_prune(copy, seed, batch):
@@ -313,13 +344,16 @@ def finish_prune(p, grace):
     return json.loads(out), "finished"
 
 
-def prune_summary(copy, seed, p, t_start, t_end, grace, batch):
-    """What a prune started at t_start did by t_end (delivery's end), and in all."""
+def prune_summary(copy, seed, p, t_start, t_end, batch):
+    """What a prune started at t_start did by t_end, delivery's end (then it
+    is stopped if it has not ended)."""
     left = prunable_left(copy, seed)
     during = seed["prunable"] - left
     window = t_end - t_start
-    report, how = finish_prune(p, grace)
+    report, how = finish_prune(p, 0.0001)
     finished_in_run = how == "finished" and report["seconds"] <= window + 0.5
+    if finished_in_run:  # the rate while it ran, not over the whole delivery
+        window = max(report["seconds"], 0.001)
     out = {"batch_size": batch or 5000, "rows_during_delivery": during,
            "rows_per_s_during_delivery": round(during / window),
            "finished_within_run": finished_in_run, "outcome": how}
@@ -343,18 +377,49 @@ def stats_runs(bench):
     return {"wall_seconds": times, "last": json.loads(out)}
 
 
-def prune_alone(bench, seed):
+def deleted_so_far(copy):
+    """Rows deleted from the logs table in this copy (the server's counters:
+    up to about a second behind)."""
+    return int(copy.q("SELECT n_tup_del FROM pg_stat_user_tables WHERE relname = 'webhook_request_logs'"))
+
+
+def prune_alone(bench, seed, timeout=900, watch_after=10):
+    """Prune with nothing else running, to the end or, as the cut moves on
+    with the clock (rows keep crossing it), until every row older than it at
+    the start is gone; then `watch_after` seconds more to see whether it stops."""
     copy = SeedCopy(bench, "alone")
     try:
         off = bench.pg.log_size()
         cpu = CpuWindow(bench)
         t0 = time.monotonic()
         p = start_prune(copy, seed, None)
-        report, how = finish_prune(p, 900)
+        caught_up = None
+        while p.poll() is None and time.monotonic() - t0 < timeout:
+            time.sleep(0.5)
+            if caught_up is None and deleted_so_far(copy) >= seed["prunable"]:
+                caught_up = time.monotonic() - t0
+                cpu_prune = cpu.stop()
+                at_catch_up = deleted_so_far(copy)
+                log(f"prune alone: all {seed['prunable']:,} rows older than the cut gone after {caught_up:.1f}s")
+                deadline = time.monotonic() + watch_after
+                while p.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                break
+        report, how = finish_prune(p, 0.0001)
         wall = time.monotonic() - t0
-        r = {"outcome": how, "cpu": cpu.stop(), "copy_seconds": copy.copy_s, "json": report, "wall_seconds": round(wall, 1),
-             "rows_per_s": round(report["rows"] / report["seconds"]) if report else None,
-             "server_log": bench.pg.log_since(off)}
+        r = {"outcome": how, "json": report, "copy_seconds": copy.copy_s, "wall_seconds": round(wall, 1)}
+        if report:
+            r["rows_per_s"] = round(report["rows"] / report["seconds"]) if report["seconds"] else None
+            r["cpu"] = cpu.stop() if caught_up is None else cpu_prune
+        if caught_up is not None:
+            r["seconds_to_delete_every_row_older_than_the_cut"] = round(caught_up, 1)
+            r["rows_per_s_to_the_cut"] = round(seed["prunable"] / caught_up)
+            r.setdefault("rows_per_s", r["rows_per_s_to_the_cut"])
+            r.setdefault("cpu", cpu_prune)
+            if how != "finished":
+                r["still_running_after_s"] = watch_after
+                r["rows_deleted_after_catching_up"] = deleted_so_far(copy) - at_catch_up
+        r["server_log"] = bench.pg.log_since(off)
         log(f"prune alone: {r}")
         return r
     finally:
@@ -367,9 +432,15 @@ def sweeper_tick(bench, seed):
         off = bench.pg.log_size()
         cpu = CpuWindow(bench)
         t0 = time.monotonic()
-        res = subprocess.run([os.path.join(B.BIN, "hookfleet-sweeper"), "--once", "--retention", older_than(seed),
-                              "--tick-budget", "60s"], env=dict(copy.env, RUST_LOG="info"),
-                             capture_output=True, text=True)
+        res = subprocess.Popen([os.path.join(B.BIN, "hookfleet-sweeper"), "--once", "--retention", older_than(seed),
+                                "--tick-budget", "60s"], env=dict(copy.env, RUST_LOG="info"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        caught_up = None
+        while res.poll() is None:  # (its log is a line or two: the pipe never fills)
+            time.sleep(0.5)
+            if caught_up is None and deleted_so_far(copy) >= seed["prunable"]:
+                caught_up = time.monotonic() - t0
+        res.stderr = res.stderr.read()
         wall = time.monotonic() - t0
         line = re.sub(r"\x1b\[[0-9;]*m", "", res.stderr).strip().splitlines()
         tick = next((l for l in line if " tick" in l or "tick " in l), line[-1] if line else "")
@@ -378,6 +449,8 @@ def sweeper_tick(bench, seed):
         r = {"exit": res.returncode, "cpu": cpu.stop(), "log_line": tick.strip(), "pruned": pruned, "ms": ms,
              "rows_per_s": round(pruned / (ms / 1000)) if ms else None,
              "finished": pruned >= seed["prunable"] - 5, "wall_seconds": round(wall, 1),
+             "seconds_to_delete_every_row_older_than_the_cut": caught_up and round(caught_up, 1),
+             "rows_per_s_to_the_cut": caught_up and round(seed["prunable"] / caught_up),
              "server_log": bench.pg.log_since(off)}
         log(f"sweeper tick: {r}")
         return r
@@ -417,10 +490,11 @@ def drain_run(bench, copy, seed, events, prune_batch=None, with_prune=False):
         time.sleep(0.02)
     t1 = time.monotonic()
     cpu = cpu.stop()
-    r = {"scenario": "drain", "with_prune": with_prune, "copy_seconds": copy.copy_s, "events": events, "seconds": round(t1 - t0, 3),
+    r = {"scenario": "drain", "with_prune": with_prune, "copy_seconds": copy.copy_s, "events": events,
+         "seconds": round(t1 - t0, 3),
          "deliveries_per_s": round(events / (t1 - t0)), "emit_events_per_s": round(events / emit_s), "cpu": cpu}
     if with_prune:
-        r["prune"] = prune_summary(copy, seed, prune, t0, t1, GRACE_S, prune_batch)
+        r["prune"] = prune_summary(copy, seed, prune, t0, t1, prune_batch)
     worker.terminate()
     worker.wait(timeout=60)
     r["worker_stderr"] = worker_problems(wlog)
@@ -472,11 +546,12 @@ def steady_run(bench, copy, seed, rate, seconds, with_prune=False, prune_batch=N
     producer.stdin.close()
     producer.wait(timeout=300)
     t_emit = time.monotonic()
-    r = {"scenario": "steady", "with_prune": with_prune, "copy_seconds": copy.copy_s, "cpu": cpu.stop(), "target_events_per_s": rate, "seconds": seconds,
+    r = {"scenario": "steady", "with_prune": with_prune, "copy_seconds": copy.copy_s, "cpu": cpu.stop(),
+         "target_events_per_s": rate, "seconds": seconds,
          "feeder_most_behind_s": round(late, 2), "producer_exit": producer.returncode}
     if with_prune:
         # The run is the inflow: what the prune did by its end.
-        r["prune"] = prune_summary(copy, seed, prune, t0, t_emit, GRACE_S, prune_batch)
+        r["prune"] = prune_summary(copy, seed, prune, t0, t_emit, prune_batch)
     backlog = copy.pending_since(max_id)
     deadline = time.monotonic() + 180
     while copy.pending_since(max_id) and time.monotonic() < deadline:
@@ -525,6 +600,9 @@ def run(bench, a):
     try:
         results = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": B.machine(),
                    "command": "scripts/bench.sh --only retention --no-report"}
+        for db in bench.psql("postgres", "SELECT datname FROM pg_database WHERE datname LIKE 'retention\\_%' "
+                                         f"AND datname <> '{SEED_DB}'").split():
+            bench.psql("postgres", f"DROP DATABASE {db} WITH (FORCE)")  # left by an interrupted run
         seed = ensure_seed(bench)
         results["seed"] = seed
         results["cut"] = "30 days before the seed time (prune --older-than 30d + the seed's age)"
@@ -609,8 +687,10 @@ def summary(res):
         "steady_delivered_slowdown_pct": pct(mean(rate(s_without)), mean(rate(s_with))),
         "steady_p50_ms_without": p(s_without, "p50"), "steady_p50_ms_with": p(s_with, "p50"),
         "steady_p95_ms_without": p(s_without, "p95"), "steady_p95_ms_with": p(s_with, "p95"),
-        "prune_rows_per_s_during_drain": [r["prune"]["rows_per_s_during_delivery"] for r in res["drain"] if r["with_prune"]],
+        "prune_rows_per_s_during_drain": [r["prune"]["rows_per_s_during_delivery"] for r in res["drain"]
+                                          if r["with_prune"]],
         "prune_rows_per_s_during_steady": [r["prune"]["rows_per_s_during_delivery"] for r in s_with],
         "prune_rows_per_s_alone": res["prune_alone"]["rows_per_s"],
-        "prune_rows_per_s_sweeper_tick": res["sweeper_tick"]["rows_per_s"],
+        "prune_rows_per_s_sweeper_tick_pruned_over_ms": res["sweeper_tick"]["rows_per_s"],
+        "prune_rows_per_s_sweeper_tick_to_the_cut": res["sweeper_tick"]["rows_per_s_to_the_cut"],
     }

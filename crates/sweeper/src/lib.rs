@@ -12,9 +12,9 @@
 //! Rows of paused webhooks are walked past: they wait for `webhook resume`.
 //!
 //! After sweeping, a tick applies the retention (`--retention`): terminal
-//! rows older than it are deleted, with their attempts, in batches, for
-//! what is left of the tick's budget (at least one batch), and the
-//! webhooks' hourly health older than a day goes too.
+//! rows older than it are deleted, with their attempts, in paced batches,
+//! for up to its own budget (`--prune-budget`, at least one batch), and
+//! the webhooks' hourly health older than a day goes too.
 //!
 //! A tick only enqueues: it never sends HTTP and never waits on a receiver,
 //! so a batch takes milliseconds however slow the receivers are, and a
@@ -79,6 +79,9 @@ pub struct Sweeper {
     key_ttl: Duration,
     /// Terminal rows older than this are pruned each tick; None: kept.
     retention: Option<Duration>,
+    /// How long a tick's prune may take (paced at
+    /// [`retention::PRUNE_DUTY`]).
+    prune_budget: Duration,
     /// Where the retention's walk goes on from, and when it last began at
     /// the first row (see [`PRUNE_REWALK`]).
     prune_from: std::sync::Mutex<(i64, std::time::Instant)>,
@@ -98,14 +101,16 @@ impl Sweeper {
             batch_size: batch_size.max(1),
             key_ttl,
             retention: None,
+            prune_budget: Duration::ZERO,
             prune_from: std::sync::Mutex::new((0, std::time::Instant::now())),
         }
     }
 
     /// Prunes terminal rows older than `retention` each tick (None: keeps
-    /// everything).
-    pub fn with_retention(mut self, retention: Option<Duration>) -> Sweeper {
+    /// everything), for up to `budget` (at least one batch).
+    pub fn with_retention(mut self, retention: Option<Duration>, budget: Duration) -> Sweeper {
         self.retention = retention;
+        self.prune_budget = budget;
         self
     }
 
@@ -123,7 +128,7 @@ impl Sweeper {
         let started = std::time::Instant::now();
         let mut r = self.sweep(budget).await?;
         if let Some(retention) = self.retention {
-            let left = budget.saturating_sub(started.elapsed());
+            let budget = self.prune_budget;
             let from = {
                 let mut from = self.prune_from.lock().unwrap_or_else(|e| e.into_inner());
                 if from.1.elapsed() >= PRUNE_REWALK {
@@ -133,7 +138,16 @@ impl Sweeper {
             };
             let pruned = self
                 .store
-                .run(move |c| retention::prune(c, retention, from, retention::PRUNE_BATCH, left))
+                .run(move |c| {
+                    retention::prune(
+                        c,
+                        retention,
+                        from,
+                        retention::PRUNE_BATCH,
+                        budget,
+                        retention::PRUNE_DUTY,
+                    )
+                })
                 .await?;
             self.prune_from.lock().unwrap_or_else(|e| e.into_inner()).0 = pruned.stopped_after;
             r.pruned = pruned.rows;

@@ -21,6 +21,14 @@ use crate::error::StoreError;
 /// bursts stay short beside the workers' writes.
 pub const PRUNE_BATCH: i64 = 5_000;
 
+/// The share of its time a paced prune spends in statements (it sleeps
+/// the rest, three times as long as each batch took): on a two-core machine
+/// shared with a delivering worker, a prune at full speed deletes about
+/// 60,000 rows/s and slows delivery by 20-35%; at a quarter it still
+/// deletes several times what 5,000 deliveries/s add, and the workers keep
+/// nearly all their speed (docs/PERFORMANCE.md).
+pub const PRUNE_DUTY: f64 = 0.25;
+
 /// The shortest retention: a terminal row this old can have no attempt in
 /// flight (the longest lease is a 60 s timeout plus the lease margin), so a
 /// late outcome never finds its row gone.
@@ -120,14 +128,17 @@ pub struct PruneReport {
 }
 
 /// Batch after batch from id `after_id` until the walk passes the cut or
-/// `budget` is spent (at least one batch). Each batch is its own statement:
-/// what was deleted stays deleted if a later batch fails.
+/// `budget` is spent (at least one batch), spending at most `duty` of its
+/// time in statements (1.0: full speed; see [`PRUNE_DUTY`]). Each batch is
+/// its own statement: what was deleted stays deleted if a later batch
+/// fails.
 pub fn prune(
     conn: &mut PgConnection,
     older_than: Duration,
     after_id: i64,
     batch: i64,
     budget: Duration,
+    duty: f64,
 ) -> Result<PruneReport, StoreError> {
     let started = Instant::now();
     let cut = cut(conn, older_than)?;
@@ -135,7 +146,13 @@ pub fn prune(
         stopped_after: after_id,
         ..PruneReport::default()
     };
+    let rest_per_busy = if duty > 0.0 && duty < 1.0 {
+        1.0 / duty - 1.0
+    } else {
+        0.0
+    };
     loop {
+        let batch_started = Instant::now();
         let (done, next) = prune_batch(conn, cut, report.stopped_after, batch)?;
         report.rows += done.rows;
         report.attempts += done.attempts;
@@ -146,6 +163,8 @@ pub fn prune(
             report.budget_spent = true;
             break;
         }
+        let rest = batch_started.elapsed().mul_f64(rest_per_busy);
+        std::thread::sleep(rest.min(budget.saturating_sub(started.elapsed())));
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
