@@ -268,7 +268,8 @@ async fn a_stale_duplicate_job_is_dropped_without_a_request() {
     let rx = Receiver::start().await;
     rx.reply_next([Reply::status(500)]);
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    // One at a time: the 500 goes to SO-1, the first sent.
+    let worker = env.start_worker(1, RetrySchedule::default());
     let failed = emit_one(&env, "SO-1").await;
     let delivered = emit_one(&env, "SO-2").await;
     until_idle(&env, failed).await;

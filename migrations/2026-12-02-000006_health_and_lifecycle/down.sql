@@ -1,6 +1,5 @@
 -- Held rows are due again at once.
 UPDATE webhook_request_logs SET next_retry = now() WHERE next_retry = '9999-01-01 00:00:00+00';
-DROP INDEX webhook_request_logs_pending_by_webhook;
 DROP TABLE webhook_health_hourly;
 DROP TABLE webhook_health;
 ALTER TABLE webhooks

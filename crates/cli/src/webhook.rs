@@ -816,35 +816,40 @@ pub async fn resume(
         println!("webhook {name} is not paused");
         return Ok(());
     };
-    let (mut released, mut after) = (0usize, 0i64);
-    loop {
-        let ids = store.run_sync(|c| {
-            hookfleet_core::store::deliveries::release_held(c, w.id, after, RESUME_BATCH)
-        })?;
-        let Some(&last) = ids.last() else { break };
-        released += ids.len();
-        after = last;
-    }
-    let (mut due, mut enqueued, mut after) = (0usize, 0usize, 0i64);
-    loop {
-        let rows = store.run_sync(|c| {
-            hookfleet_core::store::deliveries::pending_of_webhook(c, w.id, after, RESUME_BATCH)
-        })?;
-        let Some(last) = rows.last() else { break };
-        after = last.id;
+    use hookfleet_core::store::deliveries::{self, DueRow};
+    let (mut released, mut due, mut enqueued) = (0usize, 0usize, 0usize);
+    let send = async |rows: &[DueRow], enqueued_so_far: usize| {
         let items: Vec<hookfleet_core::queue::Enqueue> = rows.iter().map(Into::into).collect();
         let pushed = queue.enqueue(&items, key_ttl).await.with_context(|| {
             format!(
-                "webhook {} is resumed, but its due deliveries could not be enqueued \
-                 ({enqueued} were); the sweeper sends the rest on its next tick",
+                "webhook {} is resumed, but its due deliveries could not all be enqueued \
+                 ({enqueued_so_far} were); the sweeper sends the rest on its next tick",
                 w.name
             )
         })?;
+        anyhow::Ok(pushed.iter().filter(|p| **p).count())
+    };
+    // Rows due and never held first (their order in time), then the held
+    // ones, released and enqueued a batch at a time, oldest first.
+    let mut after = None;
+    loop {
+        let rows = store.run_sync(|c| deliveries::due_of_webhook(c, w.id, after, RESUME_BATCH))?;
+        let Some(last) = rows.last() else { break };
+        after = Some((last.next_retry, last.id));
         due += rows.len();
-        enqueued += pushed.iter().filter(|p| **p).count();
+        enqueued += send(&rows, enqueued).await?;
         if (rows.len() as i64) < RESUME_BATCH {
             break;
         }
+    }
+    let mut after_id = 0;
+    loop {
+        let rows = store.run_sync(|c| deliveries::release_held(c, w.id, after_id, RESUME_BATCH))?;
+        let Some(last) = rows.last() else { break };
+        after_id = last.id;
+        released += rows.len();
+        due += rows.len();
+        enqueued += send(&rows, enqueued).await?;
     }
     println!(
         "resumed webhook {}: {released} held rows released; {due} due deliveries, {enqueued} enqueued now ({} already on their way)",

@@ -149,15 +149,19 @@ impl Recorder {
                     Err(_) => break,
                 }
             }
+            // Counted in the health here, in the order the attempts
+            // finished (batches are written concurrently, and a run of
+            // failures is counted in the order health hears of them).
+            self.health.add(
+                batch
+                    .iter()
+                    .filter_map(|f| Some(health::Sample::of(f.webhook_id?, &f.outcome))),
+            );
             let this = self.clone();
             tokio::spawn(async move {
                 let webhooks: Webhooks = batch
                     .iter()
                     .map(|f| (f.outcome.log_id, f.webhook.clone()))
-                    .collect();
-                let samples: Vec<health::Sample> = batch
-                    .iter()
-                    .filter_map(|f| Some(health::Sample::of(f.webhook_id?, &f.outcome)))
                     .collect();
                 let (outcomes, units): (Vec<Outcome>, Vec<UnitOfWork>) =
                     batch.into_iter().map(|f| (f.outcome, f.unit)).unzip();
@@ -168,7 +172,6 @@ impl Recorder {
                     // Only after the ack are the delivery slots freed (when
                     // the units drop).
                     UnitOfWork::acknowledge_all(units, &this.queue, &this.shutdown).await;
-                    this.health.add(samples);
                 }
             });
         }

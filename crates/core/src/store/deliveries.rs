@@ -784,52 +784,54 @@ pub fn hold(conn: &mut PgConnection, ids: &[i64]) -> Result<Vec<i64>, StoreError
 }
 
 /// Makes up to `limit` held rows of webhook `webhook_id` after `after_id`
-/// due now, oldest first; returns their ids (the last is where to go on
-/// from; empty: none left). Walks the webhook's pending rows only.
+/// due now, oldest first, and returns them to be enqueued (empty: none
+/// left). Held rows share one next_retry, so this walks the sweeper's index
+/// over the held rows alone, in id order.
 pub fn release_held(
     conn: &mut PgConnection,
     webhook_id: i64,
     after_id: i64,
     limit: i64,
-) -> Result<Vec<i64>, StoreError> {
-    let released: Vec<IdOnly> = diesel::sql_query(format!(
-        "UPDATE webhook_request_logs SET next_retry = now()
-         WHERE id IN (SELECT id FROM webhook_request_logs
-                      WHERE webhook_id = $1 AND next_retry IS NOT NULL AND id > $2
-                        AND next_retry = {HELD_UNTIL}
-                      ORDER BY id LIMIT $3)
-           AND next_retry = {HELD_UNTIL}
-         RETURNING id"
+) -> Result<Vec<DueRow>, StoreError> {
+    let mut released: Vec<DueRow> = diesel::sql_query(format!(
+        "UPDATE webhook_request_logs l SET next_retry = now()
+         WHERE l.id IN (SELECT id FROM webhook_request_logs
+                        WHERE next_retry = {HELD_UNTIL} AND webhook_id = $1 AND id > $2
+                        ORDER BY next_retry, id LIMIT $3)
+           AND l.next_retry = {HELD_UNTIL}
+         RETURNING l.id, l.webhook_id, {QUEUE_NOW} AS queue, l.next_retry"
     ))
     .bind::<BigInt, _>(webhook_id)
     .bind::<BigInt, _>(after_id)
     .bind::<BigInt, _>(limit)
     .load(conn)?;
-    let mut ids: Vec<i64> = released.into_iter().map(|r| r.id).collect();
-    ids.sort_unstable();
-    Ok(ids)
+    released.sort_unstable_by_key(|r| r.id);
+    Ok(released)
 }
 
-/// The pending rows of webhook `webhook_id` whose attempt is due now (a
-/// Queued row always is, unless held), not leased, oldest first, after
-/// `after_id`, at most `limit`: what `webhook resume` enqueues. Walks the
-/// webhook's pending rows only (a partial index).
-pub fn pending_of_webhook(
+/// The due rows of webhook `webhook_id` (held rows are not due), not
+/// leased, oldest first, after the position `after`, at most `limit`: what
+/// `webhook resume` enqueues besides the rows it releases. Walks the
+/// sweeper's index over the due rows.
+pub fn due_of_webhook(
     conn: &mut PgConnection,
     webhook_id: i64,
-    after_id: i64,
+    after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<DueRow>, StoreError> {
+    // Before every row: a time Postgres can hold (chrono's minimum it
+    // cannot).
+    let (time, id) = after.unwrap_or((DateTime::<Utc>::UNIX_EPOCH, 0));
     Ok(diesel::sql_query(format!(
-        "SELECT l.id, l.webhook_id, COALESCE(w.queue, l.queue) AS queue, l.next_retry
-         FROM webhook_request_logs l LEFT JOIN webhooks w ON w.id = l.webhook_id
-         WHERE l.next_retry IS NOT NULL AND l.webhook_id = $1 AND l.id > $2
-           AND l.next_retry < {HELD_UNTIL}
-           AND (l.status = 'Queued' OR l.next_retry <= now()) AND {LEASE_FREE}
-         ORDER BY l.id LIMIT $3"
+        "SELECT l.id, l.webhook_id, {QUEUE_NOW} AS queue, l.next_retry
+         FROM webhook_request_logs l
+         WHERE l.next_retry <= now() AND l.webhook_id = $1 AND (l.next_retry, l.id) > ($2, $3)
+           AND {LEASE_FREE}
+         ORDER BY l.next_retry, l.id LIMIT $4"
     ))
     .bind::<BigInt, _>(webhook_id)
-    .bind::<BigInt, _>(after_id)
+    .bind::<Timestamptz, _>(time)
+    .bind::<BigInt, _>(id)
     .bind::<BigInt, _>(limit)
     .load(conn)?)
 }

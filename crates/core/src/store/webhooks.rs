@@ -355,9 +355,10 @@ pub fn pause(conn: &mut PgConnection, name: &str, reason: &str) -> Result<Paused
     }
 }
 
-/// Resumes a paused webhook (None: it was not paused). Its due rows are for
-/// the caller to enqueue ([`super::deliveries::pending_of_webhook`]); the
-/// auto-pause's clock starts again.
+/// Resumes a paused webhook (None: it was not paused). Its held and due
+/// rows are for the caller to release and enqueue
+/// ([`super::deliveries::release_held`], [`super::deliveries::due_of_webhook`]);
+/// the auto-pause's clock starts again.
 pub fn resume(conn: &mut PgConnection, name: &str) -> Result<Option<Webhook>, StoreError> {
     conn.transaction(|conn| {
         let resumed: Option<Webhook> = diesel::update(
