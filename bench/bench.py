@@ -266,6 +266,12 @@ def statement_counts(bench, db, deliveries):
     statements = int(bench.psql(db, "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
                                     "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                                     "AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%count(*)%'"))
+    if os.environ.get("HOOKFLEET_BENCH_TOP_STATEMENTS"):
+        # Where Postgres's time went, for comparing two builds.
+        log(bench.psql(db, "SELECT round(total_exec_time)::text || ' ms  ' || calls || ' calls  ' || "
+                           "left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements "
+                           "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                           "ORDER BY total_exec_time DESC LIMIT 8"))
     info = bench.redis_cli("INFO", "commandstats")
     commands = 0
     for m in re.finditer(r"cmdstat_(\w+):calls=(\d+)", info):
