@@ -63,6 +63,24 @@ fn sweep_once(env: &TestEnv) -> String {
     run_within(cmd, PATIENCE, "tick").ok("tick").all()
 }
 
+/// Records `rows` delivery rows of the test's one webhook by SQL (emitting
+/// that many events would take the test's time for nothing the producer's
+/// own tests do not cover): row `n`'s status and next_retry are the SQL
+/// expressions given, over `n`.
+fn seed_rows(env: &TestEnv, rows: i64, status: &str, next_retry: &str) {
+    sql(
+        env,
+        &format!(
+            "INSERT INTO webhook_request_logs
+                 (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
+                  body, queue, status, max_attempts, next_retry)
+             SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url,
+                    'POST', '{{}}', 'default', ({status})::delivery_status, 4, {next_retry}
+             FROM webhooks w, generate_series(1, {rows}) n"
+        ),
+    );
+}
+
 /// Runs SQL on the test's database.
 fn sql(env: &TestEnv, query: &str) -> usize {
     env.store
@@ -434,20 +452,9 @@ async fn one_tick_with_the_shipped_settings_heals_a_redis_that_lost_100000_jobs(
     let env = TestEnv::new();
     env.add_quiet_webhook("lost", "on_submit");
     let rows = 100_000;
-    // Recorded by SQL (emitting 100,000 events would take the test's time
-    // for nothing the producer's own tests do not cover), due, with no job
-    // in Redis: what a Redis that lost everything leaves.
-    sql(
-        &env,
-        &format!(
-            "INSERT INTO webhook_request_logs
-                 (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
-                  body, queue, status, max_attempts, next_retry)
-             SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url,
-                    'POST', '{{}}', 'default', 'Queued', 4, now() - interval '1 minute'
-             FROM webhooks w, generate_series(1, {rows}) n"
-        ),
-    );
+    // Recorded by SQL, due, with no job in Redis: what a Redis that lost
+    // everything leaves.
+    seed_rows(&env, rows, "'Queued'", "now() - interval '1 minute'");
     assert_eq!(env.queue_depth("default"), 0);
     // deploy/ ships HOOKFLEET_SWEEP_BATCH_SIZE=1000 and the default budget.
     let mut cmd = env.command("hookfleet-sweeper");
@@ -522,18 +529,7 @@ async fn resume_releases_and_enqueues_a_large_held_backlog_oldest_first() {
     env.add_quiet_webhook("big", "on_submit");
     env.cli(&["webhook", "pause", "big"]).ok("pause");
     let rows = 2_500; // more than two of resume's batches
-    sql(
-        &env,
-        &format!(
-            "INSERT INTO webhook_request_logs
-                 (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
-                  body, queue, status, max_attempts, next_retry)
-             SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url,
-                    'POST', '{{}}', 'default', 'Queued', 4, {}
-             FROM webhooks w, generate_series(1, {rows}) n",
-            deliveries::HELD_UNTIL
-        ),
-    );
+    seed_rows(&env, rows, "'Queued'", deliveries::HELD_UNTIL);
     let tick = sweep_once(&env);
     assert!(tick.contains("\"due\":0"), "held rows are not due: {tick}");
     let stats = env.cli(&["stats", "--json"]).ok("stats").json();
@@ -551,7 +547,7 @@ async fn resume_releases_and_enqueues_a_large_held_backlog_oldest_first() {
         out.all()
     );
     let queued = env.queued_ids("default");
-    assert_eq!(queued.len(), rows);
+    assert_eq!(queued.len() as i64, rows);
     assert!(queued.windows(2).all(|w| w[0] < w[1]), "taken oldest first");
     assert!(env
         .rows()
@@ -563,17 +559,11 @@ async fn resume_releases_and_enqueues_a_large_held_backlog_oldest_first() {
 fn stats_estimates_terminal_rows_from_the_statistics_of_a_large_table() {
     let env = TestEnv::new();
     env.add_quiet_webhook("orders", "on_submit");
-    sql(
+    seed_rows(
         &env,
-        "INSERT INTO webhook_request_logs
-             (event_id, webhook_id, webhook_name, entity_type, entity_name, event, url, method,
-              body, queue, status, max_attempts, next_retry)
-         SELECT 'evt-' || n, w.id, w.name, w.entity_type, 'SO-' || n, w.event, w.request_url, 'POST', '{}',
-                'default',
-                (CASE WHEN n <= 3000 THEN 'Delivered' WHEN n <= 4000 THEN 'Exhausted'
-                      ELSE 'Queued' END)::delivery_status,
-                4, CASE WHEN n > 4000 THEN now() END
-         FROM webhooks w, generate_series(1, 4010) n",
+        4010,
+        "CASE WHEN n <= 3000 THEN 'Delivered' WHEN n <= 4000 THEN 'Exhausted' ELSE 'Queued' END",
+        "CASE WHEN n > 4000 THEN now() END",
     );
     sql(&env, "ANALYZE webhook_request_logs");
     let exact = env
