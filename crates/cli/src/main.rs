@@ -82,7 +82,7 @@ enum Command {
               value_parser = clap::value_parser!(i64).range(1..=MAX_PRUNE_BATCH))]
         batch_size: i64,
         /// Delete as fast as the database allows, instead of spending a
-        /// quarter of the time in statements (for a backlog of old rows at
+        /// fifth of the time in statements (for a backlog of old rows at
         /// a quiet hour; it slows delivery meanwhile).
         #[arg(long)]
         full_speed: bool,

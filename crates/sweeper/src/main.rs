@@ -51,8 +51,8 @@ struct Cli {
     /// everything; else at least 1h.
     #[arg(long, env = "HOOKFLEET_RETENTION", default_value = "30d", value_parser = parse_retention)]
     retention: Duration,
-    // 120 s: paced at a quarter of the time in statements, a prune deletes
-    // 15,000-20,000 rows/s beside a delivering worker here, so a tick keeps
+    // 120 s: paced at a fifth of the time in statements, a prune deletes
+    // 13,000-16,000 rows/s beside a delivering worker here, so a tick keeps
     // up with over 5,000 deliveries/s of inflow at the 5-minute interval;
     // with the 60 s tick budget it stays under the CronJob's 240 s deadline.
     /// How long one tick may spend pruning (at least one batch).

@@ -22,12 +22,12 @@ use crate::error::StoreError;
 pub const PRUNE_BATCH: i64 = 5_000;
 
 /// The share of its time a paced prune spends in statements (it sleeps
-/// the rest, three times as long as each batch took): on a two-core machine
+/// the rest, four times as long as each batch took): on a two-core machine
 /// shared with a delivering worker, a prune at full speed deletes about
-/// 60,000 rows/s and slows delivery by 20-35%; at a quarter it still
-/// deletes several times what 5,000 deliveries/s add, and the workers keep
-/// nearly all their speed (docs/PERFORMANCE.md).
-pub const PRUNE_DUTY: f64 = 0.25;
+/// 60,000 rows/s and slows delivery by 20-35%; at a quarter it slowed a
+/// worker taking 5,000 events/s by 10-11%. At a fifth it still deletes
+/// more than twice what 5,000 deliveries/s add (docs/PERFORMANCE.md).
+pub const PRUNE_DUTY: f64 = 0.2;
 
 /// The shortest retention: a terminal row this old can have no attempt in
 /// flight (the longest lease is a 60 s timeout plus the lease margin), so a
