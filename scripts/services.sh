@@ -70,6 +70,106 @@ ensure_redis() {
   export HOOKFLEET_REDIS="redis://127.0.0.1:6379"
 }
 
+# A three-node Redis Cluster on loopback (ports $HOOKFLEET_CLUSTER_PORT.. +2,
+# default 7301, and their bus ports +10000), nothing on disk, in a fresh
+# directory: for the test run's cluster pass and the cluster benchmarks.
+# Exports HOOKFLEET_REDIS_CLUSTER_URLS (the seed URLs, comma-separated);
+# stop_redis_cluster shuts it down.
+start_redis_cluster() {
+  command -v redis-server >/dev/null || apt_install redis-server redis-tools
+  local base=${HOOKFLEET_CLUSTER_PORT:-7301} dir p nodes=() urls=()
+  dir=$(mktemp -d /tmp/hookfleet-cluster.XXXXXX)
+  HOOKFLEET_CLUSTER_DIR=$dir
+  for p in $base $((base + 1)) $((base + 2)); do
+    # A cluster node left on our port by an earlier run that was killed.
+    redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+    mkdir -p "$dir/$p"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --save "" --appendonly no \
+      --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 5000 \
+      --dir "$dir/$p" --logfile "$dir/$p/redis.log" --pidfile "$dir/$p/redis.pid"
+    nodes+=("127.0.0.1:$p")
+    urls+=("redis://127.0.0.1:$p")
+  done
+  for p in $base $((base + 1)) $((base + 2)); do
+    for _ in $(seq 1 50); do redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+  for p in $base $((base + 1)) $((base + 2)); do
+    for _ in $(seq 1 100); do
+      redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break; sleep 0.1
+    done
+    redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' ||
+      { say "Redis Cluster node $p is not ready"; return 1; }
+  done
+  HOOKFLEET_REDIS_CLUSTER_URLS=$(IFS=,; echo "${urls[*]}")
+  export HOOKFLEET_REDIS_CLUSTER_URLS HOOKFLEET_CLUSTER_DIR
+  say "Redis Cluster on ${nodes[*]}"
+}
+
+stop_redis_cluster() {
+  [ -n "${HOOKFLEET_CLUSTER_DIR:-}" ] || return 0
+  local base=${HOOKFLEET_CLUSTER_PORT:-7301} p
+  for p in $base $((base + 1)) $((base + 2)); do
+    redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+  done
+  rm -rf "$HOOKFLEET_CLUSTER_DIR"
+  unset HOOKFLEET_CLUSTER_DIR
+}
+
+# PgBouncer (Debian's package) in transaction pooling mode on loopback port
+# $HOOKFLEET_PGBOUNCER_PORT (default 6433), in front of the admin server, any
+# database name passed through, no prepared-statement support (1.18 has
+# none): what a fleet sharing Postgres connections runs. Exports
+# HOOKFLEET_PGBOUNCER_ADMIN (the admin URL through it); stop_pgbouncer stops
+# it.
+start_pgbouncer() {
+  command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
+  local port=${HOOKFLEET_PGBOUNCER_PORT:-6433} dir bin user pass host pgport
+  bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+  dir=$(mktemp -d /tmp/hookfleet-pgbouncer.XXXXXX)
+  read -r user pass host pgport < <(python3 -c 'import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1]); print(p.username or "postgres", p.password or "-", p.hostname, p.port or 5432)' "$HOOKFLEET_PG_ADMIN")
+  [ "$pass" = "-" ] && pass=""
+  printf '"%s" "%s"\n' "$user" "$pass" > "$dir/users.txt"
+  cat > "$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=$host port=$pgport
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/users.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 10
+ignore_startup_parameters = extra_float_digits,options
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+  # It refuses to run as root.
+  if [ "$(id -u)" = 0 ]; then
+    chown -R postgres "$dir"
+    runuser -u postgres -- "$bin" -d "$dir/pgbouncer.ini"
+  else
+    "$bin" -d "$dir/pgbouncer.ini"
+  fi
+  for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null && break; sleep 0.1; done
+  pg_isready -q -h 127.0.0.1 -p "$port" || { say "PgBouncer is not reachable on 127.0.0.1:$port"; return 1; }
+  HOOKFLEET_PGBOUNCER_DIR=$dir
+  HOOKFLEET_PGBOUNCER_ADMIN=$(python3 -c 'import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1]); print(p._replace(netloc=p.netloc.rsplit("@", 1)[0] + "@127.0.0.1:" + sys.argv[2] if "@" in p.netloc else "127.0.0.1:" + sys.argv[2]).geturl())' "$HOOKFLEET_PG_ADMIN" "$port")
+  export HOOKFLEET_PGBOUNCER_ADMIN HOOKFLEET_PGBOUNCER_DIR
+  say "PgBouncer (transaction pooling) on 127.0.0.1:$port"
+}
+
+stop_pgbouncer() {
+  [ -n "${HOOKFLEET_PGBOUNCER_DIR:-}" ] || return 0
+  [ -f "$HOOKFLEET_PGBOUNCER_DIR/pgbouncer.pid" ] && kill "$(cat "$HOOKFLEET_PGBOUNCER_DIR/pgbouncer.pid")" 2>/dev/null || true
+  rm -rf "$HOOKFLEET_PGBOUNCER_DIR"
+  unset HOOKFLEET_PGBOUNCER_DIR
+}
+
 # A Postgres URL for database $1 on the admin server.
 pg_url_for() {
   local base=${HOOKFLEET_PG_ADMIN%/*}

@@ -105,7 +105,7 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
     let mut conn = env.redis();
     let workers: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(env.queue.keys().workers())
-        .query(&mut conn)
+        .query(&mut *conn)
         .unwrap();
     assert!(
         workers.is_empty(),
@@ -421,16 +421,16 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
             .arg(keys.workers())
             .arg(&dead)
             .arg("default")
-            .query::<()>(&mut conn)
+            .query::<()>(&mut *conn)
             .unwrap();
         redis::cmd("RPOP")
             .arg(keys.queue("default"))
-            .query::<Option<String>>(&mut conn)
+            .query::<Option<String>>(&mut *conn)
             .unwrap();
         redis::cmd("LPUSH")
             .arg(keys.processing("default", &dead))
             .arg(&job)
-            .query::<()>(&mut conn)
+            .query::<()>(&mut *conn)
             .unwrap();
         let reaped = env
             .queue

@@ -22,10 +22,16 @@ const KEY_TTL: Duration = Duration::from_secs(600);
 /// (the worker acks just after writing the outcome), so a tick can take it.
 async fn until_idle(env: &TestEnv, id: i64) -> DeliveryLog {
     let key = env.queue.keys().in_flight("default", id);
-    let (row, _) = until_seen(
+    // The key is looked at before the row: a key found released means the
+    // outcome it guarded is already written (the worker releases it after),
+    // whereas a row read first could be from before a job that then ran.
+    let (_, row) = until_seen(
         &format!("row {id} settles"),
-        async || (env.row(id), env.keys().contains(&key)),
-        |(row, held)| {
+        async || {
+            let held = env.keys().contains(&key);
+            (held, env.row(id))
+        },
+        |(held, row)| {
             row.status != DeliveryStatus::Queued && row.lease_expires_at.is_none() && !held
         },
     )
@@ -231,7 +237,7 @@ async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
             .arg("someone")
             .arg("EX")
             .arg(60)
-            .query::<()>(&mut conn)
+            .query::<()>(&mut *conn)
             .unwrap();
     }
     env.set_due_in(id, -1.0);

@@ -12,7 +12,7 @@ use diesel::sql_types::{BigInt, Double};
 use hookfleet_core::model::{
     DeliveryAttempt, DeliveryLog, FieldMapping, Webhook, WebhookRow, WebhookSpec,
 };
-use hookfleet_core::queue::{Job, RedisQueue};
+use hookfleet_core::queue::{Job, RedisQueue, RedisTarget};
 use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::shutdown::Shutdown;
@@ -38,6 +38,21 @@ fn redis_url() -> String {
     std::env::var("HOOKFLEET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// Whether `HOOKFLEET_TEST_REDIS_URL` lists a Redis Cluster's seed nodes
+/// (`HOOKFLEET_TEST_REDIS_CLUSTER=true`: scripts/test.sh's cluster pass).
+pub fn redis_cluster() -> bool {
+    std::env::var("HOOKFLEET_TEST_REDIS_CLUSTER").is_ok_and(|v| v == "true")
+}
+
+/// The admin server seen through PgBouncer in transaction mode
+/// (`HOOKFLEET_TEST_PG_POOLER_URL`: scripts/test.sh's pooler pass): tests on
+/// the shared Postgres then reach their database through it.
+fn pooler_url() -> Option<String> {
+    std::env::var("HOOKFLEET_TEST_PG_POOLER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
 fn run_id() -> String {
     std::env::var("HOOKFLEET_TEST_RUN").unwrap_or_else(|_| "adhoc".into())
 }
@@ -54,12 +69,17 @@ fn with_database(url: &str, db: &str) -> String {
     }
 }
 
+/// A synchronous Redis connection for tests: one server or a cluster.
+pub type RedisConn = Box<dyn redis::ConnectionLike>;
+
 /// A database and a Redis prefix of this test's own.
 pub struct TestEnv {
     admin_url: String,
     pub database_url: String,
     pub db_name: String,
     pub redis_url: String,
+    /// Whether `redis_url` lists a cluster's seed nodes.
+    pub redis_cluster: bool,
     pub prefix: String,
     pub store: Store,
     pub queue: RedisQueue,
@@ -85,11 +105,17 @@ impl TestEnv {
 
     /// A test environment on a throwaway Redis (and the shared Postgres).
     pub fn on_redis(redis_url: &str) -> TestEnv {
-        Self::on(&admin_url(), redis_url)
+        Self::on_servers(&admin_url(), redis_url, false)
+    }
+
+    /// A test environment on a given Postgres and the run's Redis.
+    pub fn on(admin: &str, redis_url: &str) -> TestEnv {
+        let cluster = redis_url == self::redis_url() && redis_cluster();
+        Self::on_servers(admin, redis_url, cluster)
     }
 
     /// A test environment on given servers (throwaway ones, say).
-    pub fn on(admin: &str, redis_url: &str) -> TestEnv {
+    pub fn on_servers(admin: &str, redis_url: &str, redis_cluster: bool) -> TestEnv {
         use_renderer();
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let nonce = &uuid_like()[..8];
@@ -101,17 +127,25 @@ impl TestEnv {
         diesel::sql_query(format!("CREATE DATABASE \"{db_name}\""))
             .execute(&mut conn)
             .expect("create test database");
-        let database_url = with_database(&admin, &db_name);
+        // Created on the server itself; used through the pooler when the run
+        // has one (and this is the run's Postgres).
+        let through = match pooler_url() {
+            Some(pooler) if admin == admin_url() => pooler,
+            _ => admin.clone(),
+        };
+        let database_url = with_database(&through, &db_name);
         let store = Store::connect(&database_url, 8).expect("pool");
         store.migrate().expect("migrate test database");
         let prefix = format!("hftest:{run}:{}:{n}:{nonce}:", std::process::id());
         let redis_url = redis_url.to_string();
-        let queue = RedisQueue::connect(&redis_url, &prefix).expect("redis");
+        let target = RedisTarget::parse(&redis_url, redis_cluster).expect("redis target");
+        let queue = RedisQueue::connect(&target, &prefix).expect("redis");
         TestEnv {
             admin_url: admin,
             database_url,
             db_name,
             redis_url,
+            redis_cluster,
             prefix,
             store,
             queue,
@@ -277,12 +311,23 @@ impl TestEnv {
         Sweeper::new(self.store.clone(), self.queue.clone(), batch_size, key_ttl)
     }
 
-    /// A raw Redis connection (for inspecting or breaking the queues).
-    pub fn redis(&self) -> redis::Connection {
-        redis::Client::open(self.redis_url.as_str())
-            .expect("client")
-            .get_connection()
-            .expect("redis connection")
+    /// A raw Redis connection (for inspecting or breaking the queues): to
+    /// one server, or to the cluster (the crate routes each command; KEYS
+    /// asks every primary, DEL splits by slot).
+    pub fn redis(&self) -> RedisConn {
+        self.try_redis().expect("redis connection")
+    }
+
+    fn try_redis(&self) -> redis::RedisResult<RedisConn> {
+        if self.redis_cluster {
+            let seeds: Vec<&str> = self.redis_url.split(',').collect();
+            let client = redis::cluster::ClusterClient::new(seeds)?;
+            Ok(Box::new(client.get_connection()?))
+        } else {
+            Ok(Box::new(
+                redis::Client::open(self.redis_url.as_str())?.get_connection()?,
+            ))
+        }
     }
 
     /// Every key under this test's prefix.
@@ -290,7 +335,7 @@ impl TestEnv {
         let mut conn = self.redis();
         redis::cmd("KEYS")
             .arg(format!("{}*", self.prefix))
-            .query(&mut conn)
+            .query(&mut *conn)
             .expect("keys")
     }
 
@@ -303,18 +348,18 @@ impl TestEnv {
             let mut conn = self.redis();
             redis::cmd("DEL")
                 .arg(&keys)
-                .query::<()>(&mut conn)
+                .query::<()>(&mut *conn)
                 .expect("del");
         }
     }
 
     fn delete_keys(&self) -> redis::RedisResult<()> {
-        let mut conn = redis::Client::open(self.redis_url.as_str())?.get_connection()?;
+        let mut conn = self.try_redis()?;
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{}*", self.prefix))
-            .query(&mut conn)?;
+            .query(&mut *conn)?;
         if !keys.is_empty() {
-            redis::cmd("DEL").arg(&keys).query::<()>(&mut conn)?;
+            redis::cmd("DEL").arg(&keys).query::<()>(&mut *conn)?;
         }
         Ok(())
     }
@@ -322,7 +367,7 @@ impl TestEnv {
     /// Length of a Redis list by full key.
     pub fn llen(&self, key: &str) -> i64 {
         let mut conn = self.redis();
-        redis::cmd("LLEN").arg(key).query(&mut conn).expect("llen")
+        redis::cmd("LLEN").arg(key).query(&mut *conn).expect("llen")
     }
 
     /// How many jobs wait on `queue` in Redis.
@@ -338,7 +383,7 @@ impl TestEnv {
             redis::cmd("LPUSH")
                 .arg(self.queue.keys().queue(queue))
                 .arg(job.as_ref())
-                .query::<()>(&mut conn)
+                .query::<()>(&mut *conn)
                 .expect("push a job");
         }
     }
@@ -351,7 +396,7 @@ impl TestEnv {
             .arg(self.queue.keys().queue(queue))
             .arg(0)
             .arg(-1)
-            .query(&mut conn)
+            .query(&mut *conn)
             .expect("lrange");
         // LPUSHed: the newest job is at the head.
         jobs.iter()
@@ -366,6 +411,10 @@ impl TestEnv {
         vec![
             ("DATABASE_URL".into(), self.database_url.clone()),
             ("REDIS_URL".into(), self.redis_url.clone()),
+            (
+                "HOOKFLEET_REDIS_CLUSTER".into(),
+                self.redis_cluster.to_string(),
+            ),
             ("HOOKFLEET_REDIS_PREFIX".into(), self.prefix.clone()),
             ("HOOKFLEET_ALLOWED_NETWORKS".into(), TEST_NETWORKS.into()),
         ]

@@ -34,6 +34,21 @@ pub struct LocalRedis {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    tls: bool,
+}
+
+/// Runs openssl with `args` in `dir`; panics with its output if it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl LocalRedis {
@@ -42,23 +57,101 @@ impl LocalRedis {
             port: free_port(),
             dir: scratch_dir("redis"),
             child: None,
+            tls: false,
         };
         r.launch();
         r
     }
 
+    /// A redis-server speaking only TLS, with a certificate for `localhost`
+    /// and 127.0.0.1 signed by a CA of its own ([`LocalRedis::ca_file`]),
+    /// made here with openssl.
+    pub fn start_tls() -> LocalRedis {
+        let dir = scratch_dir("redis-tls");
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+        let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-subj",
+            "/CN=hookfleet test CA",
+        ]);
+        openssl(&dir, &ca);
+        let mut csr = vec!["req", "-nodes"];
+        csr.extend(ec);
+        csr.extend([
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        openssl(&dir, &csr);
+        std::fs::write(
+            dir.join("san.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .expect("write san.ext");
+        openssl(
+            &dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+                "-out",
+                "server.pem",
+            ],
+        );
+        let mut r = LocalRedis {
+            port: free_port(),
+            dir,
+            child: None,
+            tls: true,
+        };
+        r.launch();
+        r
+    }
+
+    /// The CA that signed a TLS server's certificate (PEM).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
     fn launch(&mut self) {
+        let port = self.port.to_string();
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        if self.tls {
+            let file = |name: &str| self.dir.join(name).into_os_string();
+            args.extend([
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.into(),
+            ]);
+            args.extend(["--tls-cert-file".into(), file("server.pem")]);
+            args.extend(["--tls-key-file".into(), file("server.key")]);
+            args.extend(["--tls-ca-cert-file".into(), file("ca.pem")]);
+            args.extend(["--tls-auth-clients".into(), "no".into()]);
+        } else {
+            args.extend(["--port".into(), port.into()]);
+        }
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(args)
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -72,8 +165,14 @@ impl LocalRedis {
         });
     }
 
+    /// Its URL: `rediss://localhost:<port>` for a TLS server (the name its
+    /// certificate carries).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls {
+            format!("rediss://localhost:{}", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// Kills the server (everything in it is lost).

@@ -37,7 +37,9 @@ pub mod receiver;
 pub mod run;
 pub mod wait;
 
-pub use env::{bin_path, spec, use_renderer, TempFile, TestEnv, WorkerHandle};
+pub use env::{
+    bin_path, redis_cluster, spec, use_renderer, RedisConn, TempFile, TestEnv, WorkerHandle,
+};
 pub use fixtures::{event_json, json_of_size, sales_order, sales_orders, ENTITY, NOWHERE};
 pub use instances::{LocalPostgres, LocalRedis};
 pub use process::{curl, free_port, FleetProcess, IngestProcess};

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::store::Store;
 use hookfleet_settings::Settings;
 
 use crate::dead::DeadCommand;
@@ -49,8 +49,13 @@ struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 enum Command {
     /// Create or upgrade the schema (idempotent; safe to run from several
-    /// processes at once).
-    Migrate,
+    /// processes at once; all pending migrations in one transaction).
+    Migrate {
+        /// A direct Postgres URL for the migration, when DATABASE_URL goes
+        /// through a pooler (PgBouncer) that should not carry DDL.
+        #[arg(long, env = "HOOKFLEET_MIGRATE_DATABASE_URL", hide_env_values = true)]
+        migrate_database_url: Option<String>,
+    },
     /// Define and inspect webhooks.
     #[command(subcommand)]
     Webhook(WebhookCommand),
@@ -136,12 +141,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
     s.install(false)?;
     let store = s.store(1)?;
-    if !matches!(cli.command, Command::Migrate) {
+    if !matches!(cli.command, Command::Migrate { .. }) {
         hookfleet_settings::require_current_schema(&store)?;
     }
     match cli.command {
-        Command::Migrate => {
-            let applied = store.migrate()?;
+        Command::Migrate {
+            migrate_database_url,
+        } => {
+            let applied = match migrate_database_url.filter(|u| !u.trim().is_empty()) {
+                Some(direct) => Store::connect(&direct, 1)?.migrate()?,
+                None => store.migrate()?,
+            };
             if applied.is_empty() {
                 println!("schema is up to date");
             } else {
@@ -151,16 +161,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Webhook(WebhookCommand::Resume { name }) => {
-            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            let queue = s.queue()?;
             webhook::resume(&store, &queue, s.queue_grace, &name).await?
         }
         Command::Webhook(cmd) => webhook::run(&store, &s.allowed_networks, cmd)?,
         Command::Delivery(cmd) => {
-            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            let queue = s.queue()?;
             delivery::run(&store, &queue, s.queue_grace, cmd).await?
         }
         Command::Dead(cmd) => {
-            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            let queue = s.queue()?;
             dead::run(&queue, cmd).await?
         }
         Command::Secrets(SecretsCommand::Reencrypt { decrypt, json }) => {
@@ -214,7 +224,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Stats { json } => {
-            let queue = RedisQueue::connect(&s.redis_url, &s.redis_prefix)?;
+            let queue = s.queue()?;
             delivery::stats(&store, &queue, json).await?
         }
     }

@@ -6,7 +6,9 @@
 //! row in Postgres, and the sweeper enqueues that row again once it is due.
 
 use chrono::Utc;
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
+
+use crate::queue::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
@@ -16,18 +18,6 @@ use crate::queue::RedisQueue;
 /// Older entries beyond this are trimmed (they name no row, or a row the
 /// sweeper still owns).
 pub const DEAD_LETTER_LIMIT: isize = 10_000;
-
-/// Moves ARGV[1] from a processing list (KEYS[1]) to the dead-letter list
-/// (KEYS[2]) as the entry ARGV[2], trimming the list to ARGV[3] entries;
-/// nothing if the processing list no longer holds the job.
-const DEAD_LETTER_LUA: &str = r"
-if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
-  redis.call('LPUSH', KEYS[2], ARGV[2])
-  redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-  return 1
-end
-return 0
-";
 
 /// One dead letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,24 +68,41 @@ impl DeadLetter {
 }
 
 impl RedisQueue {
-    /// Moves a job from a processing list to the dead-letter list, only if
-    /// the list still holds it: a retry after a lost answer never files the
-    /// job twice.
+    /// Moves a job from a processing list to the dead-letter list. The two
+    /// lists are in different cluster slots, so this is two steps, filing
+    /// first: a crash between them leaves the job where it was (its worker's
+    /// recovery files it again), never lost. A job the list no longer holds
+    /// (a retry after a lost answer) is not filed twice.
     pub async fn dead_letter(
         &self,
         processing: &str,
         letter: &DeadLetter,
     ) -> Result<(), QueueError> {
         let mut conn = self.conn().await?;
-        let _: i64 = Script::new(DEAD_LETTER_LUA)
-            .key(processing)
-            .key(self.keys.dead())
-            .arg(&letter.job)
-            .arg(letter.encode())
-            .arg(DEAD_LETTER_LIMIT)
-            .invoke_async(&mut *conn)
-            .await?;
+        let entry = self.file_dead(&mut conn, letter).await?;
+        let removed: i64 = conn.lrem(processing, 1, &letter.job).await?;
+        if removed == 0 {
+            let _: i64 = conn.lrem(self.keys.dead(), 1, entry).await?;
+        }
         Ok(())
+    }
+
+    /// Files one entry at the head of the dead-letter list, trimming it to
+    /// [`DEAD_LETTER_LIMIT`] entries. Returns the entry's text.
+    pub(crate) async fn file_dead(
+        &self,
+        conn: &mut Conn,
+        letter: &DeadLetter,
+    ) -> Result<String, QueueError> {
+        let entry = letter.encode();
+        redis::pipe()
+            .lpush(self.keys.dead(), &entry)
+            .ignore()
+            .ltrim(self.keys.dead(), 0, DEAD_LETTER_LIMIT - 1)
+            .ignore()
+            .query_async::<()>(conn)
+            .await?;
+        Ok(entry)
     }
 
     /// Dead letters, newest first.
@@ -135,14 +142,12 @@ impl RedisQueue {
         } else {
             letter.queue.as_str()
         };
+        // Pushed first, then the entry removed (two slots on a cluster): a
+        // crash between them leaves the entry to requeue again, and the
+        // row's claim keeps a second job from sending twice.
         let mut conn = self.conn().await?;
-        let (removed,): (i64,) = redis::pipe()
-            .atomic()
-            .lrem(self.keys.dead(), 1, &raw)
-            .rpush(self.keys.queue(queue), &letter.job)
-            .ignore()
-            .query_async(&mut *conn)
-            .await?;
+        let _: i64 = conn.rpush(self.keys.queue(queue), &letter.job).await?;
+        let removed: i64 = conn.lrem(self.keys.dead(), 1, &raw).await?;
         if removed == 0 {
             // Purged meanwhile by someone else: take the job back off the queue.
             let _: () = conn.lrem(self.keys.queue(queue), -1, &letter.job).await?;
@@ -168,7 +173,7 @@ impl RedisQueue {
             .atomic()
             .llen(self.keys.dead())
             .del(self.keys.dead())
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(n)
     }

@@ -125,6 +125,9 @@ impl From<diesel::r2d2::PoolError> for StoreError {
 pub enum QueueError {
     #[error("redis unavailable: {0}")]
     Unavailable(String),
+    /// REDIS_URL or HOOKFLEET_REDIS_CLUSTER cannot be used.
+    #[error("{0}")]
+    Config(String),
     #[error("redis error: {0}")]
     Command(#[from] redis::RedisError),
 }

@@ -21,6 +21,7 @@
 //! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
 //! - [`store`]: Postgres through diesel: the record of every delivery.
 //! - [`queue`]: Redis: jobs and in-flight keys.
+//! - [`redis_link`]: one Redis or a Redis Cluster, plain or TLS.
 //! - [`registry`]: worker heartbeats and the reaper that recovers a dead
 //!   worker's jobs.
 //! - [`dead`]: the dead-letter list.
@@ -49,6 +50,7 @@ pub mod model;
 pub mod observe;
 pub mod pyexpr;
 pub mod queue;
+pub mod redis_link;
 pub mod registry;
 pub mod render;
 pub mod sandbox;

@@ -14,28 +14,26 @@
 //!   (a stale job never releases a newer enqueue's key); its TTL is the
 //!   backstop for a lost job. Keys of the earlier form `webhook_retry::<id>`
 //!   (no hash tag) are still honoured until they expire.
-//! - `dead`: the dead-letter list (jobs that cannot be parsed or name no row).
+//! - `{Q}:recovered::<job>`: the workers that died holding a job (the
+//!   reaper's count, registry.rs).
+//! - `dead`, `workers`, `worker:<id>`, `reaper:lock`: the dead-letter list
+//!   and worker liveness, one key per command.
+//!
+//! Every script and pipeline touches keys of one hash slot only, all named
+//! in KEYS, so the same code runs on a Redis Cluster (redis_link.rs).
 //!
 //! Redis only carries work; Postgres holds the record. Losing every key here
 //! loses no event: the sweeper finds every pending row again.
 
 use std::time::Duration;
 
-use deadpool_redis::{Manager, Pool};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, AsyncConnectionConfig, Script};
+use redis::{AsyncCommands, Script};
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
 
-/// The answer time allowed to an ordinary Redis command. Redis answers in
-/// microseconds; a second means it is gone, and the caller should back off
-/// rather than hang (PITFALLS 1: the crate's own default is 500 ms).
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Connections in a process's pool: commands are pipelined over each, so a
-/// few carry thousands of deliveries per second.
-pub const POOL_SIZE: usize = 8;
+use crate::redis_link::Link;
+pub use crate::redis_link::{Conn, RedisTarget, COMMAND_TIMEOUT, POOL_SIZE};
 
 /// Rows per enqueue script call: bounded so one call never holds Redis for
 /// more than a millisecond or so.
@@ -174,15 +172,17 @@ impl Keys {
         format!("{}reaper:lock", self.prefix)
     }
 
-    /// The workers that died holding a job (a list with a TTL).
-    pub fn recoveries(&self, job: &str) -> String {
-        format!("{}recovered::{}", self.prefix, job)
+    /// The workers that died holding a job taken from `queue` (a list with
+    /// a TTL), in the queue's hash slot.
+    pub fn recoveries(&self, queue: &str, job: &str) -> String {
+        format!("{}{{{}}}:recovered::{}", self.prefix, queue, job)
     }
 }
 
 /// Takes each row's in-flight key and pushes its job onto one queue, as one
-/// step per row. KEYS: in-flight key and legacy in-flight key for each row,
-/// then the queue. ARGV: TTL seconds, token, then one job per row. Returns 1
+/// step per row. KEYS: in-flight key and legacy in-flight key for each row
+/// (on a cluster, the in-flight key again: no legacy key exists there, and
+/// one of another slot may not be named), then the queue. ARGV: TTL seconds, token, then one job per row. Returns 1
 /// (enqueued) or 0 (key held: already on its way) per row.
 const ENQUEUE_LUA: &str = r"
 local ttl = ARGV[1]
@@ -297,8 +297,8 @@ pub struct Enqueue {
 /// The Redis side of hookfleet.
 #[derive(Clone)]
 pub struct RedisQueue {
-    pub(crate) pool: Pool,
-    client: redis::Client,
+    link: Link,
+    cluster: bool,
     pub(crate) keys: Keys,
     enqueue: Script,
     take: Script,
@@ -329,23 +329,13 @@ pub enum Release {
 }
 
 impl RedisQueue {
-    /// A pool whose connections answer within [`COMMAND_TIMEOUT`]. Connects
-    /// lazily: a process starts while Redis is down and says so on first use.
-    pub fn connect(url: &str, prefix: &str) -> Result<RedisQueue, QueueError> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(COMMAND_TIMEOUT))
-            .set_response_timeout(Some(COMMAND_TIMEOUT));
-        let manager = Manager::new_with_config(url, config)?;
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .wait_timeout(Some(COMMAND_TIMEOUT))
-            .create_timeout(Some(COMMAND_TIMEOUT))
-            .runtime(deadpool_redis::Runtime::Tokio1)
-            .build()
-            .map_err(|e| QueueError::Unavailable(e.to_string()))?;
+    /// A way to Redis whose commands answer within [`COMMAND_TIMEOUT`].
+    /// Connects lazily: a process starts while Redis is down and says so on
+    /// first use.
+    pub fn connect(target: &RedisTarget, prefix: &str) -> Result<RedisQueue, QueueError> {
         Ok(RedisQueue {
-            pool,
-            client: redis::Client::open(url)?,
+            link: Link::open(target)?,
+            cluster: target.is_cluster(),
             keys: Keys::new(prefix),
             enqueue: Script::new(ENQUEUE_LUA),
             take: Script::new(TAKE_LUA),
@@ -355,28 +345,25 @@ impl RedisQueue {
         })
     }
 
+    /// Whether this is a Redis Cluster (no key of the pre-hash-tag form can
+    /// exist there: those versions never ran on one).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
     pub fn keys(&self) -> &Keys {
         &self.keys
     }
 
-    pub async fn conn(&self) -> Result<deadpool_redis::Connection, QueueError> {
-        Ok(self.pool.get().await?)
+    pub async fn conn(&self) -> Result<Conn, QueueError> {
+        self.link.get().await
     }
 
     /// A connection of its own for blocking pops, whose answer may take up to
     /// `block` (PITFALLS 1 and 2: never share it, and never assume a pop that
     /// timed out on our side moved nothing).
-    pub async fn blocking_connection(
-        &self,
-        block: Duration,
-    ) -> Result<MultiplexedConnection, QueueError> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(COMMAND_TIMEOUT))
-            .set_response_timeout(Some(block + COMMAND_TIMEOUT));
-        Ok(self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?)
+    pub async fn blocking_connection(&self, block: Duration) -> Result<Conn, QueueError> {
+        self.link.blocking(block).await
     }
 
     /// Takes each row's in-flight key (TTL `ttl`, a fresh token as its value)
@@ -400,9 +387,13 @@ impl RedisQueue {
                 let token = new_token();
                 let mut invocation = self.enqueue.prepare_invoke();
                 for &i in chunk {
-                    invocation
-                        .key(self.keys.in_flight(queue, rows[i].log_id))
-                        .key(self.keys.legacy_in_flight(rows[i].log_id));
+                    let key = self.keys.in_flight(queue, rows[i].log_id);
+                    let legacy = if self.cluster {
+                        key.clone()
+                    } else {
+                        self.keys.legacy_in_flight(rows[i].log_id)
+                    };
+                    invocation.key(key).key(legacy);
                 }
                 invocation.key(self.keys.queue(queue));
                 invocation.arg(ttl).arg(&token);
@@ -413,7 +404,7 @@ impl RedisQueue {
                     };
                     invocation.arg(job.encode());
                 }
-                let flags: Vec<i64> = invocation.invoke_async(&mut *conn).await?;
+                let flags: Vec<i64> = invocation.invoke_async(&mut conn).await?;
                 for (&i, f) in chunk.iter().zip(flags) {
                     out[i] = f == 1;
                 }
@@ -435,7 +426,7 @@ impl RedisQueue {
             .key(self.keys.queue(queue))
             .key(processing)
             .arg(max)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?)
     }
 
@@ -464,13 +455,13 @@ impl RedisQueue {
         for (webhook, cap) in caps {
             invocation.arg(webhook).arg(cap);
         }
-        Ok(invocation.invoke_async(&mut *conn).await?)
+        Ok(invocation.invoke_async(&mut conn).await?)
     }
 
     /// Waits up to `block` for one job on `queue`, moving it to `processing`,
     /// on a dedicated connection.
     pub async fn take_blocking(
-        conn: &mut MultiplexedConnection,
+        conn: &mut Conn,
         queue_key: &str,
         processing: &str,
         block: Duration,
@@ -511,20 +502,22 @@ impl RedisQueue {
                             .arg(&item.raw)
                             .arg(token);
                     }
-                    // Standalone Redis only: the legacy key has no hash tag.
-                    Release::Legacy { log_id } => {
+                    // One Redis only: the legacy key has no hash tag, and
+                    // none exists on a cluster (there such a job releases
+                    // nothing: its key expires by its TTL).
+                    Release::Legacy { log_id } if !self.cluster => {
                         invocation
                             .key(self.keys.legacy_in_flight(*log_id))
                             .arg(&item.raw)
                             .arg("*");
                     }
-                    Release::Nothing => {
+                    Release::Legacy { .. } | Release::Nothing => {
                         // A key that is never read: the job releases nothing.
                         invocation.key(processing).arg(&item.raw).arg("");
                     }
                 }
             }
-            invocation.invoke_async::<()>(&mut *conn).await?;
+            invocation.invoke_async::<()>(&mut conn).await?;
         }
         Ok(())
     }
@@ -568,7 +561,7 @@ impl RedisQueue {
             .key(self.keys.queue(queue))
             .arg(job)
             .arg(end)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(moved == 1)
     }
@@ -576,7 +569,7 @@ impl RedisQueue {
     /// Whether Redis answers (`PING`), for readiness.
     pub async fn ping(&self) -> Result<(), QueueError> {
         let mut conn = self.conn().await?;
-        let _: String = redis::cmd("PING").query_async(&mut *conn).await?;
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use chrono::Utc;
 use redis::{AsyncCommands, Script};
 
+use crate::dead::DeadLetter;
 use crate::error::QueueError;
 use crate::queue::RedisQueue;
 
@@ -24,33 +25,36 @@ use crate::queue::RedisQueue;
 /// was merely unlucky once.
 pub const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
 
-/// Moves every job of a dead worker's processing list (KEYS[1]) back to the
-/// consuming end of its queue (KEYS[2]), oldest first; a job recovered more
-/// than ARGV[1] times goes to the dead-letter list (KEYS[3]) instead.
-/// ARGV: max recoveries, dead worker id, now, recovery-key prefix, memory
-/// seconds, queue name, dead-letter limit. Returns {requeued, dead-lettered}.
+/// Jobs one reaping script call moves: a dead worker's processing list holds
+/// at most its concurrency's worth, and a call stays well under a millisecond.
+pub const REAP_CHUNK: isize = 500;
+
+/// Moves jobs (ARGV[4..], oldest first) of a dead worker's processing list
+/// (KEYS[1]) back to the consuming end of its queue (KEYS[2]), counting each
+/// job's recoveries in its own key (KEYS[i + 2] for ARGV[i + 3]; in the
+/// queue's hash slot, as every key here). A job recovered more than ARGV[1]
+/// times is taken off instead and returned with the workers it took down,
+/// for the caller to file as a dead letter (that list is in another slot).
+/// A job no longer in the list is passed over. ARGV[2]: the dead worker's
+/// id; ARGV[3]: how long a recovery is remembered (seconds).
+/// Returns {requeued, {job, holders as JSON, ...}}.
 const REAP_LUA: &str = r"
-local requeued, dead = 0, 0
-while true do
-  local job = redis.call('RPOP', KEYS[1])
-  if not job then break end
-  local rkey = ARGV[4] .. job
-  redis.call('RPUSH', rkey, ARGV[2])
-  redis.call('EXPIRE', rkey, ARGV[5])
-  local n = redis.call('LLEN', rkey)
-  if n > tonumber(ARGV[1]) then
-    local holders = redis.call('LRANGE', rkey, 0, -1)
-    redis.call('DEL', rkey)
-    local entry = cjson.encode({
-      id = 'dl_reaper_' .. ARGV[3] .. '_' .. dead, job = job, queue = ARGV[6],
-      reason = 'recovered from ' .. n .. ' dead workers: a job that kills its worker',
-      worker = 'reaper', at = ARGV[3], died_holding = holders })
-    redis.call('LPUSH', KEYS[3], entry)
-    redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[7]) - 1)
-    dead = dead + 1
-  else
-    redis.call('RPUSH', KEYS[2], job)
-    requeued = requeued + 1
+local requeued, dead = 0, {}
+for i = 4, #ARGV do
+  local job = ARGV[i]
+  if redis.call('LREM', KEYS[1], -1, job) == 1 then
+    local rkey = KEYS[i - 1]
+    redis.call('RPUSH', rkey, ARGV[2])
+    redis.call('EXPIRE', rkey, ARGV[3])
+    if redis.call('LLEN', rkey) > tonumber(ARGV[1]) then
+      local holders = redis.call('LRANGE', rkey, 0, -1)
+      redis.call('DEL', rkey)
+      dead[#dead + 1] = job
+      dead[#dead + 1] = cjson.encode(holders)
+    else
+      redis.call('RPUSH', KEYS[2], job)
+      requeued = requeued + 1
+    end
   end
 end
 return {requeued, dead}
@@ -80,7 +84,9 @@ pub struct Reaped {
 
 impl RedisQueue {
     /// Registers (or re-registers after a Redis restart) a worker and renews
-    /// its heartbeat for `ttl`, in one transaction.
+    /// its heartbeat for `ttl`. Two commands, since the keys live in
+    /// different cluster slots: the heartbeat first, so a reaper never finds
+    /// this worker registered without one.
     pub async fn heartbeat(
         &self,
         worker: &str,
@@ -90,13 +96,11 @@ impl RedisQueue {
         let mut conn = self.conn().await?;
         let value =
             serde_json::json!({ "queues": queues, "at": Utc::now().to_rfc3339() }).to_string();
-        redis::pipe()
-            .atomic()
-            .hset(self.keys.workers(), worker, queues.join(","))
-            .ignore()
+        let _: () = conn
             .set_ex(self.keys.heartbeat(worker), value, ttl.as_secs().max(1))
-            .ignore()
-            .query_async::<()>(&mut *conn)
+            .await?;
+        let _: () = conn
+            .hset(self.keys.workers(), worker, queues.join(","))
             .await?;
         Ok(())
     }
@@ -104,13 +108,8 @@ impl RedisQueue {
     /// Removes a worker that stopped cleanly (its lists are empty by then).
     pub async fn deregister(&self, worker: &str) -> Result<(), QueueError> {
         let mut conn = self.conn().await?;
-        redis::pipe()
-            .hdel(self.keys.workers(), worker)
-            .ignore()
-            .del(self.keys.heartbeat(worker))
-            .ignore()
-            .query_async::<()>(&mut *conn)
-            .await?;
+        let _: () = conn.hdel(self.keys.workers(), worker).await?;
+        let _: () = conn.del(self.keys.heartbeat(worker)).await?;
         Ok(())
     }
 
@@ -123,7 +122,7 @@ impl RedisQueue {
             let n: usize = script
                 .key(self.keys.processing(q, worker))
                 .key(self.keys.queue(q))
-                .invoke_async(&mut *conn)
+                .invoke_async(&mut conn)
                 .await?;
             total += n;
         }
@@ -146,7 +145,7 @@ impl RedisQueue {
             .arg("NX")
             .arg("PX")
             .arg(lock_for.as_millis() as u64)
-            .query_async::<Option<String>>(&mut *conn)
+            .query_async::<Option<String>>(&mut conn)
             .await?
             .is_some();
         if !locked {
@@ -165,21 +164,46 @@ impl RedisQueue {
             }
             reaped.dead_workers += 1;
             for q in queues.split(',').filter(|q| !q.is_empty()) {
-                let (requeued, dead): (usize, usize) = script
-                    .key(self.keys.processing(q, &worker))
-                    .key(self.keys.queue(q))
-                    .key(self.keys.dead())
-                    .arg(max_recoveries)
-                    .arg(&worker)
-                    .arg(Utc::now().to_rfc3339())
-                    .arg(self.keys.recoveries(""))
-                    .arg(RECOVERY_MEMORY.as_secs())
-                    .arg(q)
-                    .arg(crate::dead::DEAD_LETTER_LIMIT)
-                    .invoke_async(&mut *conn)
-                    .await?;
-                reaped.requeued += requeued;
-                reaped.dead_lettered += dead;
+                let processing = self.keys.processing(q, &worker);
+                loop {
+                    // Oldest last in the list: read from its end, oldest first.
+                    let mut jobs: Vec<String> = conn.lrange(&processing, -REAP_CHUNK, -1).await?;
+                    if jobs.is_empty() {
+                        break;
+                    }
+                    jobs.reverse();
+                    let mut invocation = script.prepare_invoke();
+                    invocation
+                        .key(&processing)
+                        .key(self.keys.queue(q))
+                        .arg(max_recoveries)
+                        .arg(&worker)
+                        .arg(RECOVERY_MEMORY.as_secs());
+                    for job in &jobs {
+                        invocation.key(self.keys.recoveries(q, job)).arg(job);
+                    }
+                    let (requeued, dead): (usize, Vec<String>) =
+                        invocation.invoke_async(&mut conn).await?;
+                    reaped.requeued += requeued;
+                    if requeued == 0 && dead.is_empty() {
+                        break; // taken meanwhile: nothing left that is ours
+                    }
+                    for pair in dead.chunks(2) {
+                        let [job, holders] = pair else { continue };
+                        let mut letter = DeadLetter::new(
+                            job,
+                            q,
+                            &format!(
+                                "recovered from {} dead workers: a job that kills its worker",
+                                max_recoveries + 1
+                            ),
+                            "reaper",
+                        );
+                        letter.died_holding = serde_json::from_str(holders).unwrap_or_default();
+                        self.file_dead(&mut conn, &letter).await?;
+                        reaped.dead_lettered += 1;
+                    }
+                }
             }
             let _: () = conn.hdel(self.keys.workers(), &worker).await?;
         }
@@ -188,7 +212,7 @@ impl RedisQueue {
         let _: i64 = Script::new(RELEASE_IF_OWNED_LUA)
             .key(self.keys.reaper_lock())
             .arg(me)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(Some(reaped))
     }

@@ -13,7 +13,6 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
 use hookfleet_core::config::parse_duration;
-use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
@@ -229,7 +228,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     settings.install(true)?;
     let store = settings.store(POOL_SIZE)?;
     hookfleet_settings::require_current_schema(&store)?;
-    let queue = RedisQueue::connect(&settings.redis_url, &settings.redis_prefix)?;
+    let queue = settings.queue()?;
     let producer = Producer::new(
         store,
         queue,

@@ -15,8 +15,9 @@ use clap::Args;
 
 use hookfleet_core::at_rest::{self, Keyring};
 use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
-use hookfleet_core::error::{ConfigError, StoreError};
+use hookfleet_core::error::{ConfigError, QueueError, StoreError};
 use hookfleet_core::frappe_utils;
+use hookfleet_core::queue::{RedisQueue, RedisTarget};
 use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::Store;
@@ -29,7 +30,8 @@ pub struct Settings {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
 
-    /// Redis connection URL.
+    /// Redis connection URL (`rediss://` for TLS). For a Redis Cluster,
+    /// seed node URLs, comma-separated.
     #[arg(
         long,
         env = "REDIS_URL",
@@ -37,6 +39,10 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub redis_url: String,
+
+    /// Redis is a Redis Cluster (REDIS_URL lists seed nodes).
+    #[arg(long, env = "HOOKFLEET_REDIS_CLUSTER")]
+    pub redis_cluster: bool,
 
     /// Prefix of every Redis key hookfleet uses.
     #[arg(long, env = "HOOKFLEET_REDIS_PREFIX", default_value = DEFAULT_PREFIX)]
@@ -100,6 +106,7 @@ impl std::fmt::Debug for Settings {
         f.debug_struct("Settings")
             .field("database_url", &hidden(!self.database_url.is_empty()))
             .field("redis_url", &hidden(!self.redis_url.is_empty()))
+            .field("redis_cluster", &self.redis_cluster)
             .field("redis_prefix", &self.redis_prefix)
             .field("retry_schedule", &self.retry_schedule)
             .field("queue_grace", &self.queue_grace)
@@ -118,6 +125,16 @@ impl std::fmt::Debug for Settings {
 }
 
 impl Settings {
+    /// Where Redis is (one server, or a cluster's seed nodes).
+    pub fn redis_target(&self) -> Result<RedisTarget, QueueError> {
+        RedisTarget::parse(&self.redis_url, self.redis_cluster)
+    }
+
+    /// The queue these settings name.
+    pub fn queue(&self) -> Result<RedisQueue, QueueError> {
+        RedisQueue::connect(&self.redis_target()?, &self.redis_prefix)
+    }
+
     /// The keyring these settings describe (never logged: keys print as
     /// their ids only).
     pub fn keyring(&self) -> Result<Keyring, ConfigError> {

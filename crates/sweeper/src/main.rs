@@ -7,7 +7,6 @@ use clap::Parser;
 
 use hookfleet_core::backoff::Backoff;
 use hookfleet_core::config::parse_duration;
-use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
@@ -80,10 +79,7 @@ fn parse_retention(text: &str) -> Result<Duration, String> {
 async fn main() -> ExitCode {
     let cli: Cli = hookfleet_settings::parse_args();
     init_tracing(&cli.settings.log_format);
-    let (store, queue) = match (
-        cli.settings.store(2),
-        RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix),
-    ) {
+    let (store, queue) = match (cli.settings.store(2), cli.settings.queue()) {
         (Ok(s), Ok(q)) => (s, q),
         (Err(e), _) => {
             fatal(&e);

@@ -11,11 +11,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use tokio::sync::Semaphore;
 
 use hookfleet_core::backoff::Backoff;
-use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::queue::{Conn, RedisQueue};
 
 use crate::start::Starter;
 use crate::stats::Counters;
@@ -68,7 +67,7 @@ pub const ORPHAN_RECHECK_AFTER: Duration =
 pub struct Fetcher {
     starter: Arc<Starter>,
     slots: Arc<Semaphore>,
-    blocking: Option<MultiplexedConnection>,
+    blocking: Option<Conn>,
     next_queue: usize,
     /// When the next orphan check is due: soon after a failed pop (a job may
     /// sit in a processing list unseen), else every [`ORPHAN_CHECK_EVERY`].

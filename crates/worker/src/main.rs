@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::Parser;
 
 use hookfleet_core::config::parse_duration;
-use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
@@ -117,7 +116,7 @@ async fn main() -> ExitCode {
         fatal(&e);
         return ExitCode::from(1);
     }
-    let queue = match RedisQueue::connect(&cli.settings.redis_url, &cli.settings.redis_prefix) {
+    let queue = match cli.settings.queue() {
         Ok(q) => q,
         Err(e) => {
             fatal(&e);

@@ -16,6 +16,7 @@ pub mod webhooks;
 
 use std::time::Duration;
 
+use diesel::connection::{CacheSize, Connection};
 use diesel::pg::PgConnection;
 use diesel::r2d2::{ConnectionManager, ManageConnection, Pool, PooledConnection};
 use diesel::RunQueryDsl;
@@ -65,8 +66,16 @@ impl ManageConnection for Manager {
     type Error = diesel::r2d2::Error;
 
     fn connect(&self) -> Result<TrackedConnection, Self::Error> {
+        let mut conn = self.0.connect()?;
+        // No named prepared statements: diesel then sends every statement
+        // with its parameters in one round trip (PQsendQueryParams), which a
+        // pooler in transaction mode without prepared-statement support
+        // (PgBouncer 1.18, Debian's) carries to whichever server connection
+        // it picks. Our hot statements are raw SQL, which diesel never
+        // prepared by name anyway (docs/PERFORMANCE.md has the cost).
+        conn.set_prepared_statement_cache_size(CacheSize::Disabled);
         Ok(TrackedConnection {
-            conn: self.0.connect()?,
+            conn,
             broken: false,
         })
     }
@@ -192,7 +201,10 @@ impl Store {
 
     /// Applies pending migrations; returns the names applied. Safe when
     /// several processes run it at once (an advisory lock serialises them) and
-    /// a no-op when the schema is current.
+    /// a no-op when the schema is current. All of them run in one
+    /// transaction holding a transaction-scoped lock, so it also works
+    /// through a pooler in transaction mode and an upgrade applies whole or
+    /// not at all.
     pub fn migrate(&self) -> Result<Vec<String>, StoreError> {
         self.run_sync(migrate)
     }
@@ -253,11 +265,13 @@ fn classify<T>(
 
 /// [`Store::migrate`] on a given connection.
 pub fn migrate(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
-    diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")).execute(conn)?;
-    let result = conn
-        .run_pending_migrations(MIGRATIONS)
-        .map(|applied| applied.iter().map(|m| m.to_string()).collect())
-        .map_err(|e| StoreError::Migration(e.to_string()));
-    diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")).execute(conn)?;
-    result
+    conn.transaction(|conn| {
+        diesel::sql_query(format!(
+            "SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+        ))
+        .execute(conn)?;
+        conn.run_pending_migrations(MIGRATIONS)
+            .map(|applied| applied.iter().map(|m| m.to_string()).collect())
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    })
 }

@@ -1,0 +1,259 @@
+//! How a process reaches Redis: one server (a pool of multiplexed
+//! connections) or a Redis Cluster (the redis crate's own cluster client,
+//! which sends each command to the node owning its keys' slot and follows
+//! MOVED and ASK answers). `rediss://` URLs speak TLS through the system's
+//! OpenSSL, so a private CA is trusted the way OpenSSL trusts one (the
+//! system store, or `SSL_CERT_FILE`; README "Redis over TLS").
+//!
+//! Every script and every pipeline hookfleet sends touches keys of one hash
+//! slot only (queue.rs says which), so the same code runs on both.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::{Manager, Pool};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+use tokio::sync::OnceCell;
+
+use crate::error::QueueError;
+
+/// The answer time allowed to an ordinary Redis command. Redis answers in
+/// microseconds; a second means it is gone, and the caller should back off
+/// rather than hang (PITFALLS 1: the crate's own default is 500 ms).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections in a process's pool (one Redis): commands are pipelined over
+/// each, so a few carry thousands of deliveries per second.
+pub const POOL_SIZE: usize = 8;
+
+/// Seed URLs `REDIS_URL` may list for a cluster: a handful is what clients
+/// need to find the rest (the cluster tells them its topology).
+pub const MAX_SEED_URLS: usize = 16;
+
+/// Where Redis is: `REDIS_URL` (seed URLs, comma-separated, for a cluster)
+/// and `HOOKFLEET_REDIS_CLUSTER`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    urls: Vec<String>,
+    cluster: bool,
+}
+
+// Written by hand: URLs carry passwords.
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTarget")
+            .field("urls", &format!("<{} hidden>", self.urls.len()))
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl RedisTarget {
+    /// Reads `REDIS_URL` for one server, or seed URLs for a cluster. Errors
+    /// name the URL by its position, never by its text (it may hold a
+    /// password).
+    pub fn parse(url: &str, cluster: bool) -> Result<RedisTarget, QueueError> {
+        let urls: Vec<String> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(String::from)
+            .collect();
+        let refuse = |why: String| Err(QueueError::Config(why));
+        if urls.is_empty() {
+            return refuse("REDIS_URL is empty".into());
+        }
+        if urls.len() > 1 && !cluster {
+            return refuse(format!(
+                "REDIS_URL lists {} URLs; several seed URLs are for a Redis Cluster \
+                 (set HOOKFLEET_REDIS_CLUSTER=true)",
+                urls.len()
+            ));
+        }
+        if urls.len() > MAX_SEED_URLS {
+            return refuse(format!(
+                "REDIS_URL lists {} seed URLs; at most {MAX_SEED_URLS}",
+                urls.len()
+            ));
+        }
+        for (i, u) in urls.iter().enumerate() {
+            let scheme = u.split("://").next().unwrap_or_default();
+            if !matches!(scheme, "redis" | "rediss") || !u.contains("://") {
+                return refuse(format!(
+                    "REDIS_URL's URL number {} is not a redis:// or rediss:// URL",
+                    i + 1
+                ));
+            }
+            if let Err(e) = u.as_str().into_connection_info() {
+                return refuse(format!(
+                    "REDIS_URL's URL number {} cannot be used: {}",
+                    i + 1,
+                    e.category()
+                ));
+            }
+        }
+        Ok(RedisTarget { urls, cluster })
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+}
+
+/// A process's way to Redis. Connects lazily: a process starts while Redis
+/// is down and says so on first use. (One per process, cloned by handle:
+/// the size of the cluster variant does not matter.)
+#[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Link {
+    Single {
+        pool: Pool,
+        client: redis::Client,
+    },
+    Cluster {
+        client: ClusterClient,
+        seeds: Vec<String>,
+        // One multiplexed connection per node, shared by the process (the
+        // crate reconnects it); made on first use.
+        shared: Arc<OnceCell<ClusterConnection>>,
+    },
+}
+
+impl Link {
+    pub(crate) fn open(target: &RedisTarget) -> Result<Link, QueueError> {
+        if target.cluster {
+            let client = cluster_client(&target.urls, COMMAND_TIMEOUT)?;
+            return Ok(Link::Cluster {
+                client,
+                seeds: target.urls.clone(),
+                shared: Arc::new(OnceCell::new()),
+            });
+        }
+        let url = target.urls[0].as_str();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(COMMAND_TIMEOUT));
+        let manager = Manager::new_with_config(url, config)?;
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(COMMAND_TIMEOUT))
+            .create_timeout(Some(COMMAND_TIMEOUT))
+            .runtime(deadpool_redis::Runtime::Tokio1)
+            .build()
+            .map_err(|e| QueueError::Unavailable(e.to_string()))?;
+        Ok(Link::Single {
+            pool,
+            client: redis::Client::open(url)?,
+        })
+    }
+
+    pub(crate) async fn get(&self) -> Result<Conn, QueueError> {
+        match self {
+            Link::Single { pool, .. } => Ok(Conn::Pooled(pool.get().await?)),
+            Link::Cluster { client, shared, .. } => {
+                let conn = shared
+                    .get_or_try_init(|| client.get_async_connection())
+                    .await?;
+                Ok(Conn::Cluster(conn.clone()))
+            }
+        }
+    }
+
+    /// A connection of its own whose answers may take up to `block` longer
+    /// than a command's, for blocking pops.
+    pub(crate) async fn blocking(&self, block: Duration) -> Result<Conn, QueueError> {
+        match self {
+            Link::Single { client, .. } => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(COMMAND_TIMEOUT))
+                    .set_response_timeout(Some(block + COMMAND_TIMEOUT));
+                Ok(Conn::Own(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?,
+                ))
+            }
+            Link::Cluster { seeds, .. } => {
+                let client = cluster_client(seeds, block + COMMAND_TIMEOUT)?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+}
+
+fn cluster_client(seeds: &[String], response: Duration) -> Result<ClusterClient, QueueError> {
+    Ok(ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+        .connection_timeout(COMMAND_TIMEOUT)
+        .response_timeout(response)
+        .build()?)
+}
+
+/// A connection to one Redis or to a cluster; every command of the crate
+/// (`AsyncCommands`, scripts, pipelines) runs on it.
+pub enum Conn {
+    Pooled(deadpool_redis::Connection),
+    Own(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Pooled(c) => c.req_packed_command(cmd),
+            Conn::Own(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Pooled(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Own(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Pooled(c) => c.get_db(),
+            Conn::Own(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_read_and_bad_ones_refused_without_their_text() {
+        let one = RedisTarget::parse("redis://127.0.0.1:6379", false).unwrap();
+        assert!(!one.is_cluster());
+        let seeds = RedisTarget::parse("redis://a:7000, rediss://b:7001,", true).unwrap();
+        assert_eq!(seeds.urls, vec!["redis://a:7000", "rediss://b:7001"]);
+        let err =
+            |url: &str, cluster: bool| RedisTarget::parse(url, cluster).unwrap_err().to_string();
+        assert!(err("redis://a:1,redis://b:2", false).contains("HOOKFLEET_REDIS_CLUSTER"));
+        assert!(err(" , ", false).contains("empty"));
+        let secret = "http://user:hunter2@a:1";
+        let e = err(secret, false);
+        assert!(e.contains("number 1") && !e.contains("hunter2"), "{e}");
+        let many = vec!["redis://a:1"; MAX_SEED_URLS + 1].join(",");
+        assert!(err(&many, true).contains("at most"));
+        assert!(RedisTarget::parse(&vec!["redis://a:1"; MAX_SEED_URLS].join(","), true).is_ok());
+        let shown = format!(
+            "{:?}",
+            RedisTarget::parse("redis://:hunter2@a:1", false).unwrap()
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}
