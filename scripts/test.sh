@@ -15,7 +15,7 @@
 # ports 7301-7303 and stops after) runs the suites whose code paths send
 # Redis commands, each kind of command at least once: enqueue (producer,
 # emit, ingest, sweeper), take, fair take and bounce (fairness,
-# concurrency), ack and the in-flight keys (first attempts, retries, lost
+# concurrency, fleet-wide limits), ack and the in-flight keys (first attempts, retries, lost
 # Redis), the reaper and dead letters (faults), replay (delivery CLI), pause
 # and resume (lifecycle). Suites about templates, validation, SSRF, secrets
 # and Postgres alone send nothing to Redis that these do not, and stay out
@@ -35,7 +35,7 @@ only=""
 case "${1:-}" in --cluster|--pooler) only=${1#--}; shift ;; esac
 CLUSTER_SUITES='binary(first_attempt) | binary(retries) | binary(faults) | binary(dead_letters)
   | binary(lifecycle) | binary(queue_fairness) | binary(worker_concurrency) | binary(delivery_cli)
-  | binary(emit_cli) | binary(ingest)'
+  | binary(emit_cli) | binary(ingest) | binary(fleet_limits)'
 POOLER_SUITES='binary(first_attempt) | binary(retries) | binary(delivery_store) | binary(delivery_cli)
   | binary(lifecycle) | binary(emit_cli) | binary(webhook_definitions) | binary(migrate)'
 

@@ -128,6 +128,7 @@ fn plan(
     // What Frappe has no field for stays as the operator set it here.
     if let Some(current) = &current_spec {
         spec.max_concurrency = current.max_concurrency;
+        spec.rate_limit = current.rate_limit;
         if spec.dynamic_url {
             spec.allowed_hosts = current.allowed_hosts.clone();
         }

@@ -79,6 +79,9 @@ pub enum WebhookCommand {
         /// Go back to the worker's default per-webhook concurrency.
         #[arg(long, conflicts_with = "max_concurrency")]
         default_concurrency: bool,
+        /// Remove the rate limit.
+        #[arg(long, conflicts_with = "rate_limit")]
+        no_rate_limit: bool,
         /// Remove every static header (before adding the --header ones).
         #[arg(long)]
         clear_headers: bool,
@@ -212,10 +215,15 @@ pub struct Definition {
     /// 3).
     #[arg(long, allow_negative_numbers = true)]
     max_retries: Option<i64>,
-    /// Most requests in flight to this webhook per worker process (default:
-    /// the worker's --endpoint-concurrency).
+    /// Most requests in flight to this webhook from the whole fleet (every
+    /// worker together; default: each worker's --endpoint-concurrency
+    /// share, no fleet-wide limit).
     #[arg(long, allow_negative_numbers = true)]
     max_concurrency: Option<i64>,
+    /// Most requests per second to this webhook from the whole fleet,
+    /// written N/s (e.g. 100/s; default: none).
+    #[arg(long, value_name = "N/s", allow_hyphen_values = true)]
+    rate_limit: Option<String>,
     /// A JSON document to try the templates on (default: a document with only
     /// doctype and name, where missing fields render as null).
     #[arg(long, value_name = "FILE")]
@@ -323,6 +331,12 @@ impl Definition {
         if let Some(v) = self.max_retries {
             spec.max_retries = i32::try_from(v).unwrap_or(if v < 0 { -1 } else { i32::MAX });
         }
+        if let Some(v) = &self.rate_limit {
+            spec.rate_limit = Some(
+                hookfleet_core::validate::parse_rate_limit(v)
+                    .map_err(|e| anyhow::anyhow!("--rate-limit: {e}"))?,
+            );
+        }
         Ok(())
     }
 
@@ -371,6 +385,8 @@ pub struct WebhookView<'a> {
     queue: &'a str,
     max_retries: i32,
     max_concurrency: Option<i32>,
+    /// `N/s`, or null.
+    rate_limit: Option<String>,
     created_at: chrono::DateTime<chrono::Utc>,
     updated_at: chrono::DateTime<chrono::Utc>,
     paused: bool,
@@ -429,6 +445,7 @@ impl<'a> WebhookView<'a> {
             queue: &w.queue,
             max_retries: w.max_retries,
             max_concurrency: w.max_concurrency,
+            rate_limit: w.rate_limit.map(|n| format!("{n}/s")),
             created_at: w.created_at,
             updated_at: w.updated_at,
             paused: w.paused_at.is_some(),
@@ -471,6 +488,7 @@ impl<'a> WebhookView<'a> {
                 "max_concurrency",
                 opt(self.max_concurrency.map(|n| n.to_string())),
             ),
+            ("rate_limit", opt(self.rate_limit.clone())),
             (
                 "paused",
                 match (self.paused_at, self.paused_reason) {
@@ -681,6 +699,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             no_body_template,
             static_url,
             default_concurrency,
+            no_rate_limit,
             clear_allowed_hosts,
         } => {
             let current = store.run_sync(|c| webhooks::get(c, &name))?;
@@ -702,6 +721,9 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             }
             if default_concurrency {
                 spec.max_concurrency = None;
+            }
+            if no_rate_limit {
+                spec.rate_limit = None;
             }
             if no_secret {
                 spec.secret = None;

@@ -25,6 +25,7 @@
 //! - [`registry`]: worker heartbeats and the reaper that recovers a dead
 //!   worker's jobs.
 //! - [`dead`]: the dead-letter list.
+//! - [`fleet`]: per-webhook concurrency and rate limits across the fleet.
 //! - [`shutdown`]: the drain-then-stop signal every binary shares.
 //! - [`backoff`]: waits between reconnection attempts.
 //! - [`config`]: durations as people write them, shared defaults, URLs made
@@ -44,6 +45,7 @@ pub mod config;
 pub mod dead;
 pub mod deliver;
 pub mod error;
+pub mod fleet;
 pub mod frappe_import;
 pub mod frappe_utils;
 pub mod model;

@@ -256,6 +256,9 @@ pub struct Webhook {
     pub paused_at: Option<DateTime<Utc>>,
     /// Who paused it and why (an operator, or the auto-pause).
     pub paused_reason: Option<String>,
+    /// Requests per second to this webhook from the whole fleet (None: no
+    /// limit).
+    pub rate_limit: Option<i32>,
 }
 
 impl fmt::Debug for Webhook {
@@ -370,6 +373,7 @@ impl Webhook {
             queue: self.queue.clone(),
             max_retries: self.max_retries,
             max_concurrency: self.max_concurrency,
+            rate_limit: self.rate_limit,
             allowed_hosts: self.allowed_hosts.clone(),
         })
     }
@@ -427,6 +431,7 @@ impl Webhook {
             queue: row.queue,
             max_retries: row.max_retries,
             max_concurrency: row.max_concurrency,
+            rate_limit: row.rate_limit,
             created_at: now,
             updated_at: now,
             allowed_hosts: row.allowed_hosts,
@@ -463,6 +468,8 @@ pub struct WebhookSpec {
     pub queue: String,
     pub max_retries: i32,
     pub max_concurrency: Option<i32>,
+    /// Requests per second from the whole fleet (None: no limit).
+    pub rate_limit: Option<i32>,
     /// Hosts a dynamic URL may render to (see [`Webhook::allowed_hosts`]).
     pub allowed_hosts: Vec<String>,
 }
@@ -490,6 +497,7 @@ impl WebhookSpec {
             queue: "default".into(),
             max_retries: DEFAULT_MAX_RETRIES,
             max_concurrency: None,
+            rate_limit: None,
             allowed_hosts: Vec::new(),
         }
     }
@@ -519,6 +527,7 @@ pub struct WebhookRow {
     pub queue: String,
     pub max_retries: i32,
     pub max_concurrency: Option<i32>,
+    pub rate_limit: Option<i32>,
     pub allowed_hosts: Vec<String>,
 }
 
@@ -559,6 +568,7 @@ impl From<&WebhookSpec> for WebhookRow {
             queue: s.queue.clone(),
             max_retries: s.max_retries,
             max_concurrency: s.max_concurrency,
+            rate_limit: s.rate_limit,
             allowed_hosts: s.allowed_hosts.clone(),
         }
     }

@@ -152,6 +152,17 @@ impl Keys {
         format!("{}webhook_retry::{}", self.prefix, log_id)
     }
 
+    /// The fleet-wide leases of a webhook's requests in flight (fleet.rs),
+    /// under the webhook's own hash tag.
+    pub fn leases(&self, webhook: i64) -> String {
+        format!("{}{{webhook:{}}}:leases", self.prefix, webhook)
+    }
+
+    /// The fleet-wide rate limit state of a webhook (fleet.rs).
+    pub fn rate(&self, webhook: i64) -> String {
+        format!("{}{{webhook:{}}}:rate", self.prefix, webhook)
+    }
+
     pub fn dead(&self) -> String {
         format!("{}dead", self.prefix)
     }

@@ -34,6 +34,7 @@ diesel::table! {
         allowed_hosts -> Array<Text>,
         paused_at -> Nullable<Timestamptz>,
         paused_reason -> Nullable<Text>,
+        rate_limit -> Nullable<Int4>,
     }
 }
 

@@ -25,9 +25,28 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// default schedule (10 h) is three weeks, longer than anyone waits.
 pub const MAX_RETRIES_LIMIT: i32 = 50;
 
-/// The most requests a webhook may have in flight per worker: a worker's own
-/// concurrency is capped at 10,000.
+/// The most requests a webhook may have in flight across the fleet: a
+/// worker's own concurrency is capped at 10,000.
 pub const MAX_ENDPOINT_CONCURRENCY: i32 = 10_000;
+
+/// The highest rate limit, requests per second: above this a limit protects
+/// no receiver, and each request still costs a Redis round trip.
+pub const MAX_RATE_LIMIT: i32 = 100_000;
+
+/// Reads a rate limit written `N/s` (requests per second, 1 to
+/// [`MAX_RATE_LIMIT`]).
+pub fn parse_rate_limit(text: &str) -> Result<i32, ValidationError> {
+    let refuse = || {
+        ValidationError(format!(
+            "a rate limit is written N/s, N from 1 to {MAX_RATE_LIMIT} (e.g. 100/s)"
+        ))
+    };
+    let n = text.trim().strip_suffix("/s").ok_or_else(refuse)?;
+    match n.trim().parse::<i32>() {
+        Ok(n) if (1..=MAX_RATE_LIMIT).contains(&n) => Ok(n),
+        _ => Err(refuse()),
+    }
+}
 
 /// The most hosts a dynamic URL may be allowed to reach: a webhook talks to
 /// a service, not to a list of them.
@@ -257,6 +276,11 @@ pub fn validate(
             return refuse(format!(
                 "max concurrency is 1 to {MAX_ENDPOINT_CONCURRENCY}"
             ));
+        }
+    }
+    if let Some(n) = spec.rate_limit {
+        if !(1..=MAX_RATE_LIMIT).contains(&n) {
+            return refuse(format!("the rate limit is 1/s to {MAX_RATE_LIMIT}/s"));
         }
     }
     if spec.max_retries > MAX_RETRIES_LIMIT {

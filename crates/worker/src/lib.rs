@@ -17,6 +17,8 @@
 //! - [`stats`]: counters and the periodic summary line.
 //! - [`limits`]: per-webhook concurrency limits, so one slow webhook holds
 //!   only its own slots.
+//! - [`fleet`]: a webhook's own concurrency and rate limits across every
+//!   worker (leases and tokens in Redis).
 //! - [`liveness`]: the heartbeat, and the reaper that recovers the jobs of
 //!   workers that died.
 //!
@@ -25,6 +27,7 @@
 //! recorded → LREM + DEL of the in-flight key → slot freed.
 
 pub mod fetch;
+pub mod fleet;
 pub mod health;
 pub mod limits;
 pub mod liveness;
@@ -193,6 +196,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         config: config.clone(),
         counters: counters.clone(),
         held,
+        fleet: fleet::FleetGate::start(queue.clone(), &config.worker_id),
         limits: Arc::new(EndpointLimits::new(
             config.endpoint_concurrency,
             config.endpoint_ceiling,

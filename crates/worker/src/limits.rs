@@ -18,6 +18,12 @@
 //! share. Jobs of a webhook at its limit stay on the queue (see `fetch`);
 //! they never take a slot from anybody else.
 //!
+//! A webhook's own `max_concurrency` and `rate_limit` also hold across the
+//! fleet: its jobs then take leases and rate tokens in Redis before they
+//! are claimed (`fleet`), and a webhook refused there counts as at its limit
+//! here (its jobs stay on the queue) until a lease comes back or its next
+//! token is due.
+//!
 //! Limits are read from Postgres and re-read when the webhooks' config
 //! version changes (checked at most every [`REFRESH_EVERY`]). A lowered
 //! limit applies to the next request: those above it finish, none is added.
@@ -28,7 +34,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use hookfleet_core::fleet::LEASE_MARGIN;
 use hookfleet_core::store::{webhooks, Store};
+
+use crate::fleet::FleetLease;
 
 /// How often the worker asks whether webhook limits changed: a change takes
 /// effect within a second, for one tiny query a second.
@@ -55,6 +64,9 @@ struct Endpoint {
     slow: bool,
     /// When a job of this webhook was last taken.
     seen: Option<Instant>,
+    /// Refused by the fleet-wide limits until then (true: by its rate; a
+    /// lease given back does not end that).
+    refused_until: Option<(Instant, bool)>,
 }
 
 impl Endpoint {
@@ -75,9 +87,21 @@ impl Endpoint {
     }
 }
 
+/// A webhook's limits across the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetLimit {
+    /// Requests in flight from every worker together.
+    pub max_concurrency: Option<u32>,
+    /// Requests per second from every worker together.
+    pub rate: Option<u32>,
+    /// How long a lease lives: the webhook's timeout and [`LEASE_MARGIN`].
+    pub lease_life: Duration,
+}
+
 struct State {
     version: i64,
     configured: HashMap<i64, usize>,
+    fleet: HashMap<i64, FleetLimit>,
     endpoints: HashMap<i64, Endpoint>,
     checked: Option<Instant>,
     next_slot: u64,
@@ -101,9 +125,29 @@ pub struct EndpointSlot {
     slot: u64,
     state: Arc<Mutex<State>>,
     released: Arc<Notify>,
+    /// Passed the fleet-wide limits (taken a lease and a rate token where
+    /// the webhook has them).
+    admitted: bool,
+    /// The fleet-wide lease, given back when the slot is freed.
+    lease: Option<FleetLease>,
 }
 
 impl EndpointSlot {
+    pub fn webhook(&self) -> i64 {
+        self.webhook
+    }
+
+    pub fn is_admitted(&self) -> bool {
+        self.admitted
+    }
+
+    /// Passed the fleet-wide limits, holding `lease` if the webhook limits
+    /// its concurrency.
+    pub fn admit(&mut self, lease: Option<FleetLease>) {
+        self.admitted = true;
+        self.lease = lease;
+    }
+
     /// The request goes out now: its time is counted from here (a claim
     /// waiting on the database does not make a receiver look slow).
     pub fn sending(&self) {
@@ -119,10 +163,15 @@ impl EndpointSlot {
 
 impl Drop for EndpointSlot {
     fn drop(&mut self) {
+        let gave_back_lease = self.lease.take().is_some();
         if let Ok(mut state) = self.state.lock() {
             if let Some(e) = state.endpoints.get_mut(&self.webhook) {
                 if let Some(Some(started)) = e.in_flight.remove(&self.slot) {
                     e.slow = started.elapsed() >= SLOW_AFTER;
+                }
+                // A fleet lease just came back: this webhook may have room.
+                if gave_back_lease && matches!(e.refused_until, Some((_, false))) {
+                    e.refused_until = None;
                 }
             }
         }
@@ -146,6 +195,7 @@ impl EndpointLimits {
             state: Arc::new(Mutex::new(State {
                 version: -1,
                 configured: HashMap::new(),
+                fleet: HashMap::new(),
                 endpoints: HashMap::new(),
                 checked: None,
                 next_slot: 0,
@@ -177,9 +227,40 @@ impl EndpointLimits {
         state.version = version;
         state.checked = Some(Instant::now());
         state.configured = limits
-            .into_iter()
-            .filter_map(|(id, n)| n.map(|n| (id, n.max(1) as usize)))
+            .iter()
+            .filter_map(|l| l.max_concurrency.map(|n| (l.webhook_id, n.max(1) as usize)))
             .collect();
+        state.fleet = limits
+            .iter()
+            .filter(|l| l.max_concurrency.is_some() || l.rate_limit.is_some())
+            .map(|l| {
+                let limit = FleetLimit {
+                    max_concurrency: l.max_concurrency.map(|n| n.max(1) as u32),
+                    rate: l.rate_limit.map(|n| n.max(1) as u32),
+                    lease_life: Duration::from_millis(l.timeout_ms.max(0) as u64) + LEASE_MARGIN,
+                };
+                (l.webhook_id, limit)
+            })
+            .collect();
+    }
+
+    /// The webhook's fleet-wide limits, if it has any.
+    pub fn fleet_limit(&self, webhook: i64) -> Option<FleetLimit> {
+        self.state
+            .lock()
+            .expect("limits lock")
+            .fleet
+            .get(&webhook)
+            .copied()
+    }
+
+    /// The fleet refused `webhook` more requests: it counts as at its limit
+    /// for `wait` (`by_rate`: until its next token; else until one of this
+    /// worker's leases comes back, if sooner).
+    pub fn refused(&self, webhook: i64, wait: Duration, by_rate: bool) {
+        let mut state = self.state.lock().expect("limits lock");
+        state.endpoints.entry(webhook).or_default().refused_until =
+            Some((Instant::now() + wait, by_rate));
     }
 
     /// How many webhooks are active now.
@@ -205,6 +286,7 @@ impl EndpointLimits {
         });
         match state.endpoints.get(&webhook) {
             None => limit,
+            Some(e) if e.refused_until.is_some_and(|(until, _)| now < until) => 0,
             Some(e) => {
                 let cap = if e.is_slow(now) {
                     limit.min(self.slow_limit)
@@ -244,6 +326,8 @@ impl EndpointLimits {
             slot,
             state: self.state.clone(),
             released: self.released.clone(),
+            admitted: false,
+            lease: None,
         })
     }
 

@@ -18,6 +18,7 @@ use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
 
+use crate::fleet::FleetGate;
 use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
@@ -52,6 +53,8 @@ pub struct Starter {
     pub counters: Arc<Counters>,
     pub held: Arc<Held>,
     pub limits: Arc<EndpointLimits>,
+    /// The fleet-wide limits (leases and rate tokens in Redis).
+    pub fleet: Arc<FleetGate>,
     pub recorder: mpsc::UnboundedSender<Finished>,
     pub http: reqwest::Client,
     /// [`CLAIMS_IN_FLIGHT`] permits.
@@ -226,7 +229,7 @@ impl Starter {
                 _ => ready.push(unit),
             }
         }
-        ready
+        self.fleet.admit(&self.limits, ready).await
     }
 
     /// Waits for a slot at `webhook`, then claims the job's row.

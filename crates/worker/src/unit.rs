@@ -102,6 +102,25 @@ impl UnitOfWork {
         self.endpoint = Some(slot);
     }
 
+    /// The webhook whose slot this job holds.
+    pub fn endpoint_webhook(&self) -> Option<i64> {
+        self.endpoint.as_ref().map(EndpointSlot::webhook)
+    }
+
+    /// Whether its slot passed the fleet-wide limits.
+    pub fn is_admitted(&self) -> bool {
+        self.endpoint
+            .as_ref()
+            .is_some_and(EndpointSlot::is_admitted)
+    }
+
+    /// Its slot passed the fleet-wide limits, with `lease` if any.
+    pub fn admit(&mut self, lease: Option<crate::fleet::FleetLease>) {
+        if let Some(slot) = &mut self.endpoint {
+            slot.admit(lease);
+        }
+    }
+
     /// The request is going out: its webhook slot's clock starts now.
     pub fn sending(&self) {
         if let Some(slot) = &self.endpoint {
@@ -182,6 +201,16 @@ impl UnitOfWork {
     /// it waits its turn again without holding a slot. On a Redis error
     /// nobody knows whether it moved: the caller drops the unit and has the
     /// orphan check settle it once Redis answers.
+    /// Puts the job back at the consuming end of its queue (the fleet had
+    /// no room for its webhook): it keeps its place in line. On a Redis
+    /// error, as for [`UnitOfWork::bounce`].
+    pub async fn requeue(self, queue: &RedisQueue) -> Result<(), QueueError> {
+        queue
+            .requeue(&self.processing, &self.queue, &self.raw)
+            .await
+            .map(|_| ())
+    }
+
     pub async fn bounce(self, queue: &RedisQueue) -> Result<(), QueueError> {
         queue
             .bounce(&self.processing, &self.queue, &self.raw)

@@ -428,18 +428,31 @@ pub fn queue_names(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
         .load(conn)?)
 }
 
-/// Webhook id → its `max_concurrency` (None: the worker's default).
-pub type ConcurrencyLimits = Vec<(i64, Option<i32>)>;
+/// A webhook's limits, as the worker applies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, diesel::Queryable)]
+pub struct Limits {
+    pub webhook_id: i64,
+    /// Requests in flight from the whole fleet (None: the worker's share).
+    pub max_concurrency: Option<i32>,
+    /// Requests per second from the whole fleet (None: no limit).
+    pub rate_limit: Option<i32>,
+    pub timeout_ms: i32,
+}
 
-/// Every webhook's concurrency limit, with the config version it was read at.
-pub fn concurrency_limits(conn: &mut PgConnection) -> Result<(i64, ConcurrencyLimits), StoreError> {
+/// Every webhook's limits, with the config version they were read at.
+pub fn concurrency_limits(conn: &mut PgConnection) -> Result<(i64, Vec<Limits>), StoreError> {
     conn.build_transaction()
         .read_only()
         .repeatable_read()
         .run(|conn| {
             let version = config_version(conn)?;
             let limits = webhooks::table
-                .select((webhooks::id, webhooks::max_concurrency))
+                .select((
+                    webhooks::id,
+                    webhooks::max_concurrency,
+                    webhooks::rate_limit,
+                    webhooks::timeout_ms,
+                ))
                 .load(conn)?;
             Ok((version, limits))
         })

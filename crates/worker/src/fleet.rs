@@ -1,0 +1,182 @@
+//! The fleet-wide limits on the worker's side: before their rows are
+//! claimed, jobs of a webhook with a `max_concurrency` or a `rate_limit`
+//! take a lease and a rate token in Redis (one script call per webhook per
+//! batch, `hookfleet_core::fleet`). Jobs the fleet has no room for go back
+//! to the consuming end of their queue, in order, and their webhook counts
+//! as at its limit here until its next token is due or a lease comes back
+//! (`limits`), so its jobs stay on the queue meanwhile without holding a
+//! slot or blocking other webhooks. Webhooks without such limits cost no
+//! Redis command here.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use hookfleet_core::queue::RedisQueue;
+
+use crate::limits::EndpointLimits;
+use crate::unit::UnitOfWork;
+
+/// How long a webhook whose fleet-wide concurrency is full counts as at its
+/// limit before this worker asks again (sooner if one of its own leases
+/// comes back): another worker's lease coming back is seen within this.
+pub const FULL_RETRY: Duration = Duration::from_millis(20);
+
+/// How long a webhook counts as at its limit after Redis did not answer a
+/// lease or token request: the jobs go back to the queue meanwhile.
+pub const UNANSWERED_RETRY: Duration = Duration::from_secs(1);
+
+/// Leases given back in one round: what piled up while the last went out.
+pub const GIVE_BACK_BATCH: usize = 1_000;
+
+/// A lease on one of a webhook's fleet-wide request slots; dropping it gives
+/// it back (in the background, batched).
+pub struct FleetLease {
+    webhook: i64,
+    lease: Option<String>,
+    back: mpsc::UnboundedSender<(i64, String)>,
+}
+
+impl Drop for FleetLease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            // The loop ends only with the worker; a lease not given back
+            // expires by itself.
+            let _ = self.back.send((self.webhook, lease));
+        }
+    }
+}
+
+/// Admits jobs under the fleet-wide limits.
+pub struct FleetGate {
+    queue: RedisQueue,
+    stem: String,
+    calls: AtomicU64,
+    back: mpsc::UnboundedSender<(i64, String)>,
+}
+
+impl FleetGate {
+    /// A gate for the worker `worker_id`, and the loop that gives leases back.
+    pub fn start(queue: RedisQueue, worker_id: &str) -> Arc<FleetGate> {
+        let (back, rx) = mpsc::unbounded_channel();
+        tokio::spawn(give_back(queue.clone(), rx));
+        Arc::new(FleetGate {
+            queue,
+            stem: worker_id.to_string(),
+            calls: AtomicU64::new(0),
+            back,
+        })
+    }
+
+    /// Jobs holding a webhook slot not yet admitted, of webhooks with fleet
+    /// limits, take a token and a lease each; returns the jobs that may be
+    /// claimed (the others are back on their queue).
+    pub async fn admit(&self, limits: &EndpointLimits, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+        let mut ready = Vec::with_capacity(units.len());
+        let mut asking: BTreeMap<i64, Vec<UnitOfWork>> = BTreeMap::new();
+        for unit in units {
+            match unit.endpoint_webhook() {
+                Some(w) if !unit.is_admitted() && limits.fleet_limit(w).is_some() => {
+                    asking.entry(w).or_default().push(unit)
+                }
+                _ => ready.push(unit),
+            }
+        }
+        for (webhook, mut units) in asking {
+            let Some(limit) = limits.fleet_limit(webhook) else {
+                ready.extend(units);
+                continue;
+            };
+            let want = units.len() as u32;
+            let (granted, leases) = match self.ask(webhook, limit, want).await {
+                Ok((granted, leases, refusal)) => {
+                    if let Some((wait, by_rate)) = refusal {
+                        limits.refused(webhook, wait, by_rate);
+                    }
+                    (granted, leases)
+                }
+                Err(e) => {
+                    tracing::warn!(webhook, error = %e,
+                        "cannot reach Redis for the fleet-wide limits; the jobs go back to their queue");
+                    limits.refused(webhook, UNANSWERED_RETRY, true);
+                    (0, Vec::new())
+                }
+            };
+            let refused = units.split_off((granted as usize).min(units.len()));
+            let mut leases = leases.into_iter();
+            for mut unit in units {
+                let lease = leases.next().map(|lease| FleetLease {
+                    webhook,
+                    lease: Some(lease),
+                    back: self.back.clone(),
+                });
+                unit.admit(lease);
+                ready.push(unit);
+            }
+            // Oldest last on a queue's consuming end: put back newest first.
+            for mut unit in refused.into_iter().rev() {
+                unit.free_endpoint_slot();
+                if let Err(e) = unit.requeue(&self.queue).await {
+                    tracing::warn!(webhook, error = %e, "cannot put a job back on its queue");
+                }
+            }
+        }
+        ready
+    }
+
+    /// Tokens first (a token taken for a request the concurrency limit then
+    /// refuses is lost: the receiver sees fewer, never more), then leases.
+    /// Returns how many were granted, the leases, and why fewer were (how
+    /// long to wait, whether for the rate).
+    async fn ask(
+        &self,
+        webhook: i64,
+        limit: crate::limits::FleetLimit,
+        want: u32,
+    ) -> Result<(u32, Vec<String>, Option<(Duration, bool)>), hookfleet_core::error::QueueError>
+    {
+        let mut granted = want;
+        let mut refusal = None;
+        if let Some(rate) = limit.rate {
+            let take = self.queue.take_rate(webhook, rate, want).await?;
+            granted = take.granted;
+            if granted < want {
+                refusal = Some((take.next_in.max(Duration::from_millis(1)), true));
+            }
+        }
+        let mut leases = Vec::new();
+        if let (Some(max), true) = (limit.max_concurrency, granted > 0) {
+            let call = self.calls.fetch_add(1, Ordering::Relaxed);
+            let stem = format!("{}:{call}", self.stem);
+            leases = self
+                .queue
+                .take_leases(webhook, max, granted, &stem, limit.lease_life)
+                .await?;
+            if (leases.len() as u32) < granted {
+                granted = leases.len() as u32;
+                refusal = refusal.or(Some((FULL_RETRY, false)));
+            }
+        }
+        Ok((granted, leases, refusal))
+    }
+}
+
+/// Gives leases back as they come, in batches per webhook.
+async fn give_back(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<(i64, String)>) {
+    let mut batch = Vec::with_capacity(GIVE_BACK_BATCH);
+    while rx.recv_many(&mut batch, GIVE_BACK_BATCH).await > 0 {
+        let mut by_webhook: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for (webhook, lease) in batch.drain(..) {
+            by_webhook.entry(webhook).or_default().push(lease);
+        }
+        for (webhook, leases) in by_webhook {
+            if let Err(e) = queue.give_back_leases(webhook, &leases).await {
+                tracing::debug!(webhook, leases = leases.len(), error = %e,
+                    "cannot give leases back; they expire by themselves");
+            }
+        }
+    }
+}
