@@ -102,7 +102,8 @@ class Fleet:
     webhooks render a Jinja body; `sealed`: a secret key seals their secret
     and a credential header."""
 
-    def __init__(self, bench, webhooks, bad_webhook=False, template=False, sealed=False):
+    def __init__(self, bench, webhooks, bad_webhook=False, template=False, sealed=False,
+                 fleet_limits=False):
         bench.runs += 1
         self.bench = bench
         self.db = f"hookfleet_run_{bench.runs}"
@@ -119,6 +120,10 @@ class Fleet:
             extra += ["--body-template", BODY_TEMPLATE]
         if sealed:
             extra += ["--header", "Authorization: Bearer bench-token"]
+        if fleet_limits:
+            # Limits that never bind: the run measures what taking a lease
+            # and a rate token per request costs.
+            extra += ["--max-concurrency", "10000", "--rate-limit", "100000/s"]
         for k in range(webhooks):
             self.run("hookfleet", "webhook", "add", f"bench-{k}", "--entity-type", f"Doc{k}", "--event", "on_submit",
                      "--url", bench.receiver_url(f"/ok/{k}"), "--secret", "bench-secret", "--timeout", "10s",
@@ -212,8 +217,8 @@ def wait_received(bench, target, prefix="ok", timeout=900):
 
 
 def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_statements=False, extra=(),
-                  template=False, sealed=False):
-    fleet = Fleet(bench, webhooks, template=template, sealed=sealed)
+                  template=False, sealed=False, fleet_limits=False):
+    fleet = Fleet(bench, webhooks, template=template, sealed=sealed, fleet_limits=fleet_limits)
     try:
         path = fleet.events_file(events)
         base = bench.receiver_stats()["by_path_prefix"].get("ok", 0)
@@ -243,7 +248,7 @@ def hookfleet_run(bench, kind, events, webhooks, workers, concurrency, count_sta
         for p in procs:
             p.wait(timeout=60)
         result = {
-            "scenario": kind, "template": template, "sealed": sealed,
+            "scenario": kind, "template": template, "sealed": sealed, "fleet_limits": fleet_limits,
             "events": events, "webhooks": webhooks, "workers": workers,
             "concurrency": concurrency, "seconds": round(t1 - t0, 3),
             "deliveries_per_s": round(events / (t1 - t0)),
@@ -639,6 +644,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--template", action="store_true", help="--only runs: webhooks render a Jinja body")
     ap.add_argument("--sealed", action="store_true", help="--only runs: credentials sealed at rest")
+    ap.add_argument("--fleet-limits", action="store_true",
+                    help="--only drain|e2e: webhooks with fleet-wide limits that never bind (their cost)")
     ap.add_argument("--no-report", action="store_true", help="do not rewrite docs/PERFORMANCE.md")
     ap.add_argument("--report-from", metavar="JSON", help="rewrite docs/PERFORMANCE.md and the plot from a saved run")
     a = ap.parse_args()
@@ -668,7 +675,7 @@ def main():
             return
         if a.only:
             r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True,
-                              template=a.template, sealed=a.sealed)
+                              template=a.template, sealed=a.sealed, fleet_limits=a.fleet_limits)
             print(json.dumps(r, indent=2))
             return
         results = run_all(bench, a)

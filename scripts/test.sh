@@ -46,6 +46,7 @@ export HOOKFLEET_TEST_REDIS_URL="$HOOKFLEET_REDIS"
 unset DATABASE_URL REDIS_URL HOOKFLEET_REDIS_PREFIX HOOKFLEET_RETRY_SCHEDULE HOOKFLEET_QUEUE_GRACE HOOKFLEET_ALLOWED_NETWORKS
 
 cleanup() {
+  set +e +o pipefail # a failing cleanup step must not stop the others
   psql "$HOOKFLEET_PG_ADMIN" -Atqc "SELECT datname FROM pg_database WHERE datname LIKE 'hf_t_${run}_%'" 2>/dev/null |
     while read -r db; do psql "$HOOKFLEET_PG_ADMIN" -qc "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true; done
   redis-cli -u "$HOOKFLEET_REDIS" --scan --pattern "hftest:${run}:*" 2>/dev/null | xargs -r -n 500 redis-cli -u "$HOOKFLEET_REDIS" del >/dev/null 2>&1 || true

@@ -56,22 +56,23 @@ impl RedisTarget {
     /// name the URL by its position, never by its text (it may hold a
     /// password).
     pub fn parse(url: &str, cluster: bool) -> Result<RedisTarget, QueueError> {
-        let urls: Vec<String> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(String::from)
-            .collect();
+        // One server's URL is taken whole (a password may hold a comma);
+        // only a cluster's seed list is split.
+        let urls: Vec<String> = if cluster {
+            url.split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(String::from)
+                .collect()
+        } else {
+            Some(url.trim())
+                .filter(|u| !u.is_empty())
+                .map(|u| vec![u.to_string()])
+                .unwrap_or_default()
+        };
         let refuse = |why: String| Err(QueueError::Config(why));
         if urls.is_empty() {
             return refuse("REDIS_URL is empty".into());
-        }
-        if urls.len() > 1 && !cluster {
-            return refuse(format!(
-                "REDIS_URL lists {} URLs; several seed URLs are for a Redis Cluster \
-                 (set HOOKFLEET_REDIS_CLUSTER=true)",
-                urls.len()
-            ));
         }
         if urls.len() > MAX_SEED_URLS {
             return refuse(format!(
@@ -80,19 +81,18 @@ impl RedisTarget {
             ));
         }
         for (i, u) in urls.iter().enumerate() {
-            let scheme = u.split("://").next().unwrap_or_default();
-            if !matches!(scheme, "redis" | "rediss") || !u.contains("://") {
-                return refuse(format!(
-                    "REDIS_URL's URL number {} is not a redis:// or rediss:// URL",
-                    i + 1
-                ));
-            }
             if let Err(e) = u.as_str().into_connection_info() {
-                return refuse(format!(
-                    "REDIS_URL's URL number {} cannot be used: {}",
-                    i + 1,
-                    e.category()
-                ));
+                let which = if cluster {
+                    format!("REDIS_URL's URL number {}", i + 1)
+                } else {
+                    "REDIS_URL".to_string()
+                };
+                let hint = if !cluster && u.contains(",redis") {
+                    " (several seed URLs are for a Redis Cluster: set HOOKFLEET_REDIS_CLUSTER=true)"
+                } else {
+                    ""
+                };
+                return refuse(format!("{which} cannot be used: {}{hint}", e.category()));
             }
         }
         Ok(RedisTarget { urls, cluster })
@@ -154,9 +154,16 @@ impl Link {
         match self {
             Link::Single { pool, .. } => Ok(Conn::Pooled(pool.get().await?)),
             Link::Cluster { client, shared, .. } => {
-                let conn = shared
-                    .get_or_try_init(|| client.get_async_connection())
-                    .await?;
+                // Bounded: callers queue behind a first connection attempt,
+                // and a cluster that is down must not hold them longer.
+                let conn = tokio::time::timeout(
+                    COMMAND_TIMEOUT,
+                    shared.get_or_try_init(|| client.get_async_connection()),
+                )
+                .await
+                .map_err(|_| {
+                    QueueError::Unavailable("no answer from the Redis Cluster".into())
+                })??;
                 Ok(Conn::Cluster(conn.clone()))
             }
         }
@@ -243,10 +250,15 @@ mod tests {
         let err =
             |url: &str, cluster: bool| RedisTarget::parse(url, cluster).unwrap_err().to_string();
         assert!(err("redis://a:1,redis://b:2", false).contains("HOOKFLEET_REDIS_CLUSTER"));
-        assert!(err(" , ", false).contains("empty"));
+        assert!(err(" , ", true).contains("empty"));
+        assert!(err("  ", false).contains("empty"));
+        // A password with a comma is one URL for one server.
+        assert!(RedisTarget::parse("redis://:pa,ss@a:1", false).is_ok());
         let secret = "http://user:hunter2@a:1";
         let e = err(secret, false);
-        assert!(e.contains("number 1") && !e.contains("hunter2"), "{e}");
+        assert!(e.contains("REDIS_URL") && !e.contains("hunter2"), "{e}");
+        let e = err(&format!("redis://a:1,{secret}"), true);
+        assert!(e.contains("number 2") && !e.contains("hunter2"), "{e}");
         let many = vec!["redis://a:1"; MAX_SEED_URLS + 1].join(",");
         assert!(err(&many, true).contains("at most"));
         assert!(RedisTarget::parse(&vec!["redis://a:1"; MAX_SEED_URLS].join(","), true).is_ok());

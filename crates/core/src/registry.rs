@@ -33,31 +33,39 @@ pub const REAP_CHUNK: isize = 500;
 /// (KEYS[1]) back to the consuming end of its queue (KEYS[2]), counting each
 /// job's recoveries in its own key (KEYS[i + 2] for ARGV[i + 3]; in the
 /// queue's hash slot, as every key here). A job recovered more than ARGV[1]
-/// times is taken off instead and returned with the workers it took down,
-/// for the caller to file as a dead letter (that list is in another slot).
-/// A job no longer in the list is passed over. ARGV[2]: the dead worker's
-/// id; ARGV[3]: how long a recovery is remembered (seconds).
-/// Returns {requeued, {job, holders as JSON, ...}}.
+/// times stays where it is and is returned with the workers it took down:
+/// the caller files it as a dead letter (that list is in another slot), then
+/// removes it with [`FORGET_LUA`], so a crash between the two files it
+/// twice but never loses it. A job no longer in the list is passed over.
+/// ARGV[2]: the dead worker's id; ARGV[3]: how long a recovery is
+/// remembered (seconds). Returns {requeued, {job, holders as JSON, ...}}.
 const REAP_LUA: &str = r"
 local requeued, dead = 0, {}
 for i = 4, #ARGV do
   local job = ARGV[i]
-  if redis.call('LREM', KEYS[1], -1, job) == 1 then
-    local rkey = KEYS[i - 1]
+  local rkey = KEYS[i - 1]
+  if redis.call('LPOS', KEYS[1], job) then
     redis.call('RPUSH', rkey, ARGV[2])
     redis.call('EXPIRE', rkey, ARGV[3])
     if redis.call('LLEN', rkey) > tonumber(ARGV[1]) then
-      local holders = redis.call('LRANGE', rkey, 0, -1)
-      redis.call('DEL', rkey)
       dead[#dead + 1] = job
-      dead[#dead + 1] = cjson.encode(holders)
+      dead[#dead + 1] = cjson.encode(redis.call('LRANGE', rkey, 0, -1))
     else
+      redis.call('LREM', KEYS[1], -1, job)
       redis.call('RPUSH', KEYS[2], job)
       requeued = requeued + 1
     end
   end
 end
 return {requeued, dead}
+";
+
+/// Removes a dead-lettered job (ARGV[1]) from a dead worker's processing
+/// list (KEYS[1]) and forgets its recoveries (KEYS[2]).
+const FORGET_LUA: &str = r"
+redis.call('LREM', KEYS[1], -1, ARGV[1])
+redis.call('DEL', KEYS[2])
+return 0
 ";
 
 /// Moves every job of a live worker's own processing list (KEYS[1]) back to
@@ -201,6 +209,12 @@ impl RedisQueue {
                         );
                         letter.died_holding = serde_json::from_str(holders).unwrap_or_default();
                         self.file_dead(&mut conn, &letter).await?;
+                        let _: i64 = Script::new(FORGET_LUA)
+                            .key(&processing)
+                            .key(self.keys.recoveries(q, job))
+                            .arg(job)
+                            .invoke_async(&mut conn)
+                            .await?;
                         reaped.dead_lettered += 1;
                     }
                 }
