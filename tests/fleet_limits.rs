@@ -113,39 +113,56 @@ async fn two_workers_keep_to_the_rate_limit_in_every_second() {
 async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     let env = TestEnv::new();
     let life = Duration::from_millis(400);
-    let taken = env
-        .queue
-        .take_leases(7, 3, 5, "dead-worker:1", life)
-        .await
-        .unwrap();
-    assert_eq!(taken.len(), 3, "three of five asked for");
-    assert!(env
-        .queue
-        .take_leases(7, 3, 1, "w2:1", life)
-        .await
-        .unwrap()
-        .is_empty());
+    let leases = |n: u32, stem: &'static str| {
+        let q = env.queue.clone();
+        async move { q.admit(7, Some(3), None, n, stem, life).await.unwrap() }
+    };
+    let taken = leases(5, "dead-worker:1").await;
+    assert_eq!(
+        (taken.granted, taken.leases.len()),
+        (3, 3),
+        "three of five asked for"
+    );
+    assert!(taken.full && taken.next_token_in.is_none());
+    assert_eq!(leases(1, "w2:1").await.granted, 0);
     assert_eq!(env.queue.leases_held(7).await.unwrap(), 3);
     // Nobody gives them back (the worker died): they expire.
     tokio::time::sleep(life + Duration::from_millis(100)).await;
     assert_eq!(env.queue.leases_held(7).await.unwrap(), 0);
-    let again = env.queue.take_leases(7, 3, 1, "w2:2", life).await.unwrap();
-    assert_eq!(again.len(), 1);
-    env.queue.give_back_leases(7, &again).await.unwrap();
+    let again = leases(1, "w2:2").await;
+    assert_eq!(again.leases.len(), 1);
+    env.queue.give_back_leases(7, &again.leases).await.unwrap();
     assert_eq!(env.queue.leases_held(7).await.unwrap(), 0);
 
     // 10/s: a burst of one, then one every 100 ms.
-    let first = env.queue.take_rate(7, 10, 5).await.unwrap();
+    let rate = |n: u32| {
+        let q = env.queue.clone();
+        async move { q.admit(8, None, Some(10), n, "r", life).await.unwrap() }
+    };
+    let first = rate(5).await;
     assert_eq!(first.granted, 1);
+    assert!(first.leases.is_empty() && !first.full);
+    let next = first.next_token_in.expect("refused four by the rate");
     assert!(
-        first.next_in > Duration::from_millis(50) && first.next_in <= Duration::from_millis(100),
+        next > Duration::from_millis(50) && next <= Duration::from_millis(100),
         "{first:?}"
     );
-    let refused = env.queue.take_rate(7, 10, 1).await.unwrap();
-    assert_eq!(refused.granted, 0);
+    assert_eq!(rate(1).await.granted, 0);
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let later = env.queue.take_rate(7, 10, 10).await.unwrap();
-    assert_eq!(later.granted, 1, "a bucket never holds more than its burst");
+    assert_eq!(
+        rate(10).await.granted,
+        1,
+        "a bucket never holds more than its burst"
+    );
+
+    // Both limits in one call: the rate admits five, the leases one.
+    let both = env
+        .queue
+        .admit(9, Some(1), Some(1000), 5, "b", life)
+        .await
+        .unwrap();
+    assert_eq!((both.granted, both.leases.len()), (1, 1));
+    assert!(both.full, "one lease for five asked");
 }
 
 #[test]

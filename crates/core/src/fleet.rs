@@ -29,43 +29,54 @@ use crate::queue::RedisQueue;
 /// could have taken.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
-/// Takes up to ARGV[2] leases at KEYS[1] (a sorted set of lease → expiry,
-/// ms), keeping at most ARGV[1] unexpired. ARGV[3]: the leases' name stem
-/// (unique per call); ARGV[4]: their life, ms. Returns the leases taken.
-const LEASE_LUA: &str = r"
+/// Admits up to ARGV[1] requests to one webhook: rate tokens first (GCRA at
+/// KEYS[2], the theoretical arrival time in µs: one per ARGV[2] µs with a
+/// burst of ARGV[3]; ARGV[2] = 0: no rate limit), then leases (a sorted set
+/// at KEYS[1] of lease → expiry in ms, at most ARGV[4] unexpired, ARGV[4] =
+/// 0: no concurrency limit; named ARGV[5] .. ':' .. i, living ARGV[6] ms).
+/// A token taken for a request the leases then refuse is lost: the receiver
+/// sees fewer requests, never more. One call, one hash slot (both keys
+/// carry the webhook's tag).
+/// Returns {granted, µs until the next token (0: not refused by the rate),
+/// full (1: refused by the leases), lease...}.
+const ADMIT_LUA: &str = r"
+local want = tonumber(ARGV[1])
+local n = want
+local wait = 0
+local interval = tonumber(ARGV[2])
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
-local n = math.min(free, tonumber(ARGV[2]))
-local life = tonumber(ARGV[4])
-local out = {}
-for i = 1, n do
-  local lease = ARGV[3] .. ':' .. i
-  redis.call('ZADD', KEYS[1], now + life, lease)
-  out[i] = lease
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if interval > 0 then
+  local tolerance = interval * tonumber(ARGV[3])
+  local tat = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if tat < now_us then tat = now_us end
+  local room = math.floor((now_us + tolerance - tat) / interval)
+  n = math.max(0, math.min(room, n))
+  if n > 0 then
+    tat = tat + n * interval
+    redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil((tat - now_us) / 1000) + 1)
+  end
+  if n < want then wait = math.max(1, tat + interval - tolerance - now_us) end
 end
-if n > 0 then redis.call('PEXPIRE', KEYS[1], life) end
+local out = {0, wait, 0}
+local limit = tonumber(ARGV[4])
+if limit > 0 and n > 0 then
+  local now = math.floor(now_us / 1000)
+  local life = tonumber(ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  local free = limit - redis.call('ZCARD', KEYS[1])
+  local k = math.max(0, math.min(free, n))
+  if k < n then out[3] = 1 end
+  n = k
+  for i = 1, n do
+    local lease = ARGV[5] .. ':' .. i
+    redis.call('ZADD', KEYS[1], now + life, lease)
+    out[3 + i] = lease
+  end
+  if n > 0 then redis.call('PEXPIRE', KEYS[1], life) end
+end
+out[1] = n
 return out
-";
-
-/// GCRA at KEYS[1] (the theoretical arrival time, µs): up to ARGV[3]
-/// requests at one per ARGV[1] µs with a burst of ARGV[2]. Returns
-/// {granted, µs until one more would be}.
-const RATE_LUA: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[1])
-local tolerance = interval * tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local room = math.floor((now + tolerance - tat) / interval)
-local n = math.max(0, math.min(room, tonumber(ARGV[3])))
-if n > 0 then
-  tat = tat + n * interval
-  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
-end
-return {n, math.max(0, tat + interval - tolerance - now)}
 ";
 
 /// The burst a rate limit of `per_s` allows: a twentieth of a second's
@@ -75,35 +86,68 @@ pub fn burst_of(per_s: u32) -> u32 {
     (per_s / 20).max(1)
 }
 
-/// What a take of rate tokens got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateTake {
+/// What an admission got.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Admission {
+    /// How many requests may go now.
     pub granted: u32,
-    /// When the next token is there (zero if some are left).
-    pub next_in: Duration,
+    /// Their leases (when the webhook limits its concurrency).
+    pub leases: Vec<String>,
+    /// Refused some by the rate: when the next token is there.
+    pub next_token_in: Option<Duration>,
+    /// Refused some because every lease is held.
+    pub full: bool,
 }
 
 impl RedisQueue {
-    /// Takes up to `want` of the `limit` leases of `webhook`, each living
-    /// `life`; `stem` names them (unique per call: the worker's id and a
-    /// counter). Returns the leases taken (possibly none).
-    pub async fn take_leases(
+    /// Admits up to `want` requests to `webhook` under a rate of `rate`
+    /// per second and at most `max_concurrency` in flight (each lease
+    /// living `life`; `stem` names them, unique per call: the worker's id
+    /// and a counter), in one script call.
+    pub async fn admit(
         &self,
         webhook: i64,
-        limit: u32,
+        max_concurrency: Option<u32>,
+        rate: Option<u32>,
         want: u32,
         stem: &str,
         life: Duration,
-    ) -> Result<Vec<String>, QueueError> {
+    ) -> Result<Admission, QueueError> {
         let mut conn = self.conn().await?;
-        Ok(Script::new(LEASE_LUA)
+        let interval = rate.map_or(0, |r| (1_000_000 / u64::from(r.max(1))).max(1));
+        let out: Vec<redis::Value> = Script::new(ADMIT_LUA)
             .key(self.keys.leases(webhook))
-            .arg(limit)
+            .key(self.keys.rate(webhook))
             .arg(want)
+            .arg(interval)
+            .arg(rate.map_or(1, burst_of))
+            .arg(max_concurrency.unwrap_or(0))
             .arg(stem)
             .arg(life.as_millis().max(1) as u64)
             .invoke_async(&mut conn)
-            .await?)
+            .await?;
+        let bad = |e: redis::ParsingError| QueueError::Unavailable(format!("admission reply: {e}"));
+        let int = |v: Option<&redis::Value>| -> Result<u64, QueueError> {
+            Ok(v.map(redis::from_redis_value_ref::<u64>)
+                .transpose()
+                .map_err(bad)?
+                .unwrap_or(0))
+        };
+        let granted = int(out.first())? as u32;
+        let wait_us = int(out.get(1))?;
+        let full = int(out.get(2))? == 1;
+        let leases = out
+            .iter()
+            .skip(3)
+            .map(redis::from_redis_value_ref::<String>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        Ok(Admission {
+            granted,
+            leases,
+            next_token_in: (wait_us > 0).then(|| Duration::from_micros(wait_us)),
+            full,
+        })
     }
 
     /// Gives leases of `webhook` back.
@@ -135,27 +179,5 @@ impl RedisQueue {
             .arg("+inf")
             .query_async(&mut conn)
             .await?)
-    }
-
-    /// Takes up to `want` requests' worth of `webhook`'s rate of `per_s`.
-    pub async fn take_rate(
-        &self,
-        webhook: i64,
-        per_s: u32,
-        want: u32,
-    ) -> Result<RateTake, QueueError> {
-        let mut conn = self.conn().await?;
-        let interval = 1_000_000 / u64::from(per_s.max(1));
-        let (granted, next_us): (u32, u64) = Script::new(RATE_LUA)
-            .key(self.keys.rate(webhook))
-            .arg(interval.max(1))
-            .arg(burst_of(per_s))
-            .arg(want)
-            .invoke_async(&mut conn)
-            .await?;
-        Ok(RateTake {
-            granted,
-            next_in: Duration::from_micros(next_us),
-        })
     }
 }

@@ -127,10 +127,8 @@ impl FleetGate {
         ready
     }
 
-    /// Tokens first (a token taken for a request the concurrency limit then
-    /// refuses is lost: the receiver sees fewer, never more), then leases.
-    /// Returns how many were granted, the leases, and why fewer were (how
-    /// long to wait, whether for the rate).
+    /// One script call: how many may go, their leases, and why fewer did
+    /// (how long to wait, whether for the rate).
     async fn ask(
         &self,
         webhook: i64,
@@ -138,29 +136,25 @@ impl FleetGate {
         want: u32,
     ) -> Result<(u32, Vec<String>, Option<(Duration, bool)>), hookfleet_core::error::QueueError>
     {
-        let mut granted = want;
-        let mut refusal = None;
-        if let Some(rate) = limit.rate {
-            let take = self.queue.take_rate(webhook, rate, want).await?;
-            granted = take.granted;
-            if granted < want {
-                refusal = Some((take.next_in.max(Duration::from_millis(1)), true));
-            }
-        }
-        let mut leases = Vec::new();
-        if let (Some(max), true) = (limit.max_concurrency, granted > 0) {
-            let call = self.calls.fetch_add(1, Ordering::Relaxed);
-            let stem = format!("{}:{call}", self.stem);
-            leases = self
-                .queue
-                .take_leases(webhook, max, granted, &stem, limit.lease_life)
-                .await?;
-            if (leases.len() as u32) < granted {
-                granted = leases.len() as u32;
-                refusal = refusal.or(Some((FULL_RETRY, false)));
-            }
-        }
-        Ok((granted, leases, refusal))
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let stem = format!("{}:{call}", self.stem);
+        let got = self
+            .queue
+            .admit(
+                webhook,
+                limit.max_concurrency,
+                limit.rate,
+                want,
+                &stem,
+                limit.lease_life,
+            )
+            .await?;
+        let refusal = match (got.next_token_in, got.full) {
+            (Some(wait), _) => Some((wait, true)),
+            (None, true) => Some((FULL_RETRY, false)),
+            (None, false) => None,
+        };
+        Ok((got.granted, got.leases, refusal))
     }
 }
 
