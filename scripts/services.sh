@@ -70,19 +70,40 @@ ensure_redis() {
   export HOOKFLEET_REDIS="redis://127.0.0.1:6379"
 }
 
-# A three-node Redis Cluster on loopback (ports $HOOKFLEET_CLUSTER_PORT.. +2,
-# default 7301, and their bus ports +10000), nothing on disk, in a fresh
-# directory: for the test run's cluster pass and the cluster benchmarks.
-# Exports HOOKFLEET_REDIS_CLUSTER_URLS (the seed URLs, comma-separated);
+# $1 loopback ports, each free along with port + 10000 (a Redis Cluster
+# node's bus), space-separated: chosen by the kernel, so concurrent runs and
+# other servers are never disturbed.
+spare_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+out, held = [], []
+while len(out) < int(sys.argv[1]):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; held.append(s)
+    if port + 10000 > 65535:
+        continue
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", port + 10000))
+    except OSError:
+        continue
+    held.append(b); out.append(port)
+print(" ".join(map(str, out)))
+PY
+}
+
+# A three-node Redis Cluster on spare loopback ports (and their bus ports
+# +10000), nothing on disk, in a fresh directory: for the test run's
+# cluster pass and the cluster benchmarks. Exports
+# HOOKFLEET_REDIS_CLUSTER_URLS (the seed URLs, comma-separated);
 # stop_redis_cluster shuts it down.
 start_redis_cluster() {
   command -v redis-server >/dev/null || apt_install redis-server redis-tools
-  local base=${HOOKFLEET_CLUSTER_PORT:-7301} dir p nodes=() urls=()
+  local dir p nodes=() urls=() ports
+  ports=$(spare_ports 3)
   dir=$(mktemp -d /tmp/hookfleet-cluster.XXXXXX)
   HOOKFLEET_CLUSTER_DIR=$dir
-  for p in $base $((base + 1)) $((base + 2)); do
-    # A cluster node left on our port by an earlier run that was killed.
-    redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
+  HOOKFLEET_CLUSTER_PORTS=$ports
+  for p in $ports; do
     mkdir -p "$dir/$p"
     redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --save "" --appendonly no \
       --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 5000 \
@@ -90,11 +111,11 @@ start_redis_cluster() {
     nodes+=("127.0.0.1:$p")
     urls+=("redis://127.0.0.1:$p")
   done
-  for p in $base $((base + 1)) $((base + 2)); do
+  for p in $ports; do
     for _ in $(seq 1 50); do redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
   done
   redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
-  for p in $base $((base + 1)) $((base + 2)); do
+  for p in $ports; do
     for _ in $(seq 1 100); do
       redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break; sleep 0.1
     done
@@ -102,35 +123,44 @@ start_redis_cluster() {
       { say "Redis Cluster node $p is not ready"; return 1; }
   done
   HOOKFLEET_REDIS_CLUSTER_URLS=$(IFS=,; echo "${urls[*]}")
-  export HOOKFLEET_REDIS_CLUSTER_URLS HOOKFLEET_CLUSTER_DIR
+  export HOOKFLEET_REDIS_CLUSTER_URLS HOOKFLEET_CLUSTER_DIR HOOKFLEET_CLUSTER_PORTS
   say "Redis Cluster on ${nodes[*]}"
 }
 
 stop_redis_cluster() {
   [ -n "${HOOKFLEET_CLUSTER_DIR:-}" ] || return 0
-  local base=${HOOKFLEET_CLUSTER_PORT:-7301} p
-  for p in $base $((base + 1)) $((base + 2)); do
+  local p
+  for p in ${HOOKFLEET_CLUSTER_PORTS:-}; do
     redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
   done
   rm -rf "$HOOKFLEET_CLUSTER_DIR"
   unset HOOKFLEET_CLUSTER_DIR
 }
 
-# PgBouncer (Debian's package) in transaction pooling mode on loopback port
-# $HOOKFLEET_PGBOUNCER_PORT (default 6433), in front of the admin server, any
+# PgBouncer (Debian's package) in transaction pooling mode on a spare
+# loopback port, in front of the admin server, any
 # database name passed through, no prepared-statement support (1.18 has
 # none): what a fleet sharing Postgres connections runs. Exports
 # HOOKFLEET_PGBOUNCER_ADMIN (the admin URL through it); stop_pgbouncer stops
 # it.
 start_pgbouncer() {
   command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
-  local port=${HOOKFLEET_PGBOUNCER_PORT:-6433} dir bin user pass host pgport
+  local port dir bin user pass host pgport
+  port=$(spare_ports 1)
   bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
   dir=$(mktemp -d /tmp/hookfleet-pgbouncer.XXXXXX)
-  read -r user pass host pgport < <(python3 -c 'import sys, urllib.parse as u
-p = u.urlsplit(sys.argv[1]); print(p.username or "postgres", p.password or "-", p.hostname, p.port or 5432)' "$HOOKFLEET_PG_ADMIN")
-  [ "$pass" = "-" ] && pass=""
-  printf '"%s" "%s"\n' "$user" "$pass" > "$dir/users.txt"
+  # users.txt: the admin role and its password (decoded; a " doubled, as
+  # PgBouncer reads it).
+  read -r host pgport < <(python3 - "$HOOKFLEET_PG_ADMIN" "$dir/users.txt" <<'PY'
+import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1])
+user = u.unquote(p.username or "postgres")
+password = u.unquote(p.password or "")
+q = lambda s: '"' + s.replace('"', '""') + '"'
+open(sys.argv[2], "w").write(q(user) + " " + q(password) + "\n")
+print(p.hostname or "127.0.0.1", p.port or 5432)
+PY
+)
   cat > "$dir/pgbouncer.ini" <<INI
 [databases]
 * = host=$host port=$pgport
@@ -157,8 +187,14 @@ INI
   for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null && break; sleep 0.1; done
   pg_isready -q -h 127.0.0.1 -p "$port" || { say "PgBouncer is not reachable on 127.0.0.1:$port"; return 1; }
   HOOKFLEET_PGBOUNCER_DIR=$dir
-  HOOKFLEET_PGBOUNCER_ADMIN=$(python3 -c 'import sys, urllib.parse as u
-p = u.urlsplit(sys.argv[1]); print(p._replace(netloc=p.netloc.rsplit("@", 1)[0] + "@127.0.0.1:" + sys.argv[2] if "@" in p.netloc else "127.0.0.1:" + sys.argv[2]).geturl())' "$HOOKFLEET_PG_ADMIN" "$port")
+  # The admin URL with the pooler's address (credentials kept as written).
+  HOOKFLEET_PGBOUNCER_ADMIN=$(python3 - "$HOOKFLEET_PG_ADMIN" "$port" <<'PY'
+import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1])
+cred = p.netloc.rsplit("@", 1)[0] + "@" if "@" in p.netloc else ""
+print(p._replace(netloc=cred + "127.0.0.1:" + sys.argv[2]).geturl())
+PY
+)
   export HOOKFLEET_PGBOUNCER_ADMIN HOOKFLEET_PGBOUNCER_DIR
   say "PgBouncer (transaction pooling) on 127.0.0.1:$port"
 }

@@ -11,8 +11,8 @@
 #                                    # within it)
 #   scripts/test.sh --pooler [ARGS]  # the PgBouncer pass only
 #
-# The cluster pass (a three-node Redis Cluster this script starts on loopback
-# ports 7301-7303 and stops after) runs the suites whose code paths send
+# The cluster pass (a three-node Redis Cluster this script starts on spare
+# loopback ports and stops after) runs the suites whose code paths send
 # Redis commands, each kind of command at least once: enqueue (producer,
 # emit, ingest, sweeper), take, fair take and bounce (fairness,
 # concurrency, fleet-wide limits), ack and the in-flight keys (first attempts, retries, lost
@@ -24,7 +24,7 @@
 # The pooler pass runs the suites that send the fleet's statements (emit,
 # claim, outcomes, sweep, replay, pause, prune, migrate, webhook
 # definitions) through a PgBouncer in transaction mode (Debian's 1.18, no
-# prepared statements) started on port 6433 and stopped after: every
+# prepared statements) started on a spare port and stopped after: every
 # process of those tests, and the tests' own reads, go through it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
