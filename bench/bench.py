@@ -18,6 +18,24 @@ our load) and a fast counting receiver on loopback. In order:
      delivery; isolation: healthy webhooks' throughput with 10% of events
      going to a webhook that hangs until its 5 s timeout, against none.
 
+Two more scenarios run only when asked for (bench/scale.py; one JSON document
+on stdout, progress on stderr):
+
+  --only fleet    fleet-wide limits, four workers at --concurrency 256: seven
+                  healthy webhooks and one answering in 20 ms that gets 1/8
+                  of 40,000 events; with no limit, with --max-concurrency 32
+                  (the receiver's most requests in flight for it, and the
+                  healthy deliveries/s kept against no limit), and with 1,000
+                  of its events under --rate-limit 100/s (the most started in
+                  any sliding second, and the healthy throughput kept);
+  --only cluster  a three-node Redis Cluster started on spare ports against
+                  the single Redis: end to end, 8 webhooks, 1, 2, 4 and 8
+                  workers at --concurrency 64, 30,000 events each, with
+                  deliveries/s, Redis commands (summed over the nodes) and
+                  Postgres statements per delivery.
+
+The receiver counts requests to /tag/<name>/<ms>/... per name (GET /tags).
+
 It prints the tables, saves JSON under bench/out/, draws deliveries/s against
 concurrency (hookfleet beside the baseline) and writes docs/PERFORMANCE.md.
 Figures depend on the machine: compare the ratios measured in the same run.
@@ -103,14 +121,21 @@ class Fleet:
     and a credential header."""
 
     def __init__(self, bench, webhooks, bad_webhook=False, template=False, sealed=False,
-                 fleet_limits=False):
+                 fleet_limits=False, redis=None):
+        """`redis`: another Redis to use instead of the bench's (e.g.
+        scale.Cluster): an object with `url`, `env` (more variables for the
+        processes) and `flush()`."""
         bench.runs += 1
         self.bench = bench
+        self.redis = redis
         self.db = f"hookfleet_run_{bench.runs}"
         bench.psql("postgres", f"CREATE DATABASE {self.db}")
-        self.env = dict(os.environ, DATABASE_URL=bench.pg.url(self.db), REDIS_URL=bench.redis.url,
+        self.env = dict(os.environ, DATABASE_URL=bench.pg.url(self.db),
+                        REDIS_URL=redis.url if redis else bench.redis.url,
                         HOOKFLEET_REDIS_PREFIX=f"run{bench.runs}:", HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32",
                         RUST_LOG="warn")
+        if redis:
+            self.env.update(redis.env)
         if sealed:
             self.env["HOOKFLEET_SECRET_KEY"] = SECRET_KEY
         self.run("hookfleet", "migrate")
@@ -162,7 +187,10 @@ class Fleet:
 
     def drop(self):
         self.bench.psql("postgres", f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)")
-        self.bench.redis_cli("FLUSHDB")
+        if self.redis:
+            self.redis.flush()
+        else:
+            self.bench.redis_cli("FLUSHDB")
 
 
 def proc_cpu_and_rss(pid):
@@ -637,7 +665,8 @@ def main():
     ap.add_argument("--baseline-events", type=int, default=10_000)
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
-    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention"],
+    ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention", "fleet",
+                                       "cluster"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -646,6 +675,8 @@ def main():
     ap.add_argument("--sealed", action="store_true", help="--only runs: credentials sealed at rest")
     ap.add_argument("--fleet-limits", action="store_true",
                     help="--only drain|e2e: webhooks with fleet-wide limits that never bind (their cost)")
+    ap.add_argument("--scale-events", type=int,
+                    help="--only fleet|cluster: events per run (default 40,000 and 30,000)")
     ap.add_argument("--no-report", action="store_true", help="do not rewrite docs/PERFORMANCE.md")
     ap.add_argument("--report-from", metavar="JSON", help="rewrite docs/PERFORMANCE.md and the plot from a saved run")
     a = ap.parse_args()
@@ -669,6 +700,14 @@ def main():
             return
         if a.only == "bombs":
             print(json.dumps(bombs(bench), indent=2))
+            return
+        if a.only in ("fleet", "cluster"):
+            import scale  # fleet-wide limits over four workers; Redis Cluster: see bench/scale.py
+            if a.only == "fleet":
+                r = scale.fleet(bench, a.scale_events or 40_000)
+            else:
+                r = scale.cluster(bench, a.scale_events or 30_000)
+            print(json.dumps(r, indent=2))
             return
         if a.only == "isolation":
             print(json.dumps(isolation(bench, a.events, a.concurrency), indent=2))

@@ -3,7 +3,8 @@
 //!
 //! Paths: `/ok/...` answers 204 at once; `/slow/<ms>/...` answers 204 after
 //! <ms>; `/hang/...` never answers (the sender's timeout decides);
-//! `/fail/...` answers 500.
+//! `/fail/...` answers 500; `/tag/<name>/<ms>/...` answers 204 after <ms>
+//! and is counted under <name> (requests in flight, and started per second).
 //!
 //! Control: `POST /mode/<ok|hang|fail|drop>` makes every delivery path behave
 //! that way until changed (`drop` closes the connection without an answer);
@@ -18,12 +19,19 @@
 //! invalid UTF-8, a gzip stream (with `Content-Encoding: gzip`), terminal
 //! escape sequences, and 64 KiB of binary.
 //!
+//! `GET /tags` returns, per tag name, `{"max_in_flight", "max_per_s",
+//! "max_per_wall_s", "per_wall_s", "count", "done", "in_flight"}`: `max_per_s` is the most
+//! requests started within any sliding one-second window (over the last
+//! 100,000 starts), `max_per_wall_s` the most started in one wall-clock
+//! second (`per_wall_s`: each second's count, first to last); `POST
+//! /tags/reset` forgets them all.
+//!
 //! usage: hookfleet-bench-receiver [ADDR] [--secret S] [--hostile]   (default 127.0.0.1:18090)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -55,6 +63,93 @@ struct Counts {
     seen: Mutex<HashMap<String, u32>>,
     accepted: Mutex<HashMap<String, u32>>,
     by_prefix: Mutex<HashMap<String, u64>>,
+    tags: Mutex<HashMap<String, Tag>>,
+}
+
+/// How many start instants each tag keeps for the sliding-window maximum.
+const TAG_STARTS_KEPT: usize = 100_000;
+
+/// One tag's counters (`/tag/<name>/<ms>/...`).
+#[derive(Default)]
+struct Tag {
+    in_flight: u64,
+    max_in_flight: u64,
+    count: u64,
+    done: u64,
+    per_wall_second: HashMap<u64, u64>,
+    starts: VecDeque<Instant>,
+}
+
+impl Tag {
+    /// Requests started in each wall-clock second, from the first to the last.
+    fn per_wall_s(&self) -> Vec<u64> {
+        let (Some(first), Some(last)) = (
+            self.per_wall_second.keys().min(),
+            self.per_wall_second.keys().max(),
+        ) else {
+            return Vec::new();
+        };
+        (*first..=*last)
+            .map(|s| self.per_wall_second.get(&s).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// The most starts within any one-second window.
+    fn max_per_sliding_second(&self) -> usize {
+        let window = Duration::from_secs(1);
+        let (mut best, mut lo) = (0, 0);
+        for hi in 0..self.starts.len() {
+            while self.starts[hi].duration_since(self.starts[lo]) >= window {
+                lo += 1;
+            }
+            best = best.max(hi - lo + 1);
+        }
+        best
+    }
+}
+
+/// Leaves a tag's in-flight count when the request ends, answered or not.
+struct InFlight<'a> {
+    counts: &'a Counts,
+    name: String,
+    ok: bool,
+}
+
+impl InFlight<'_> {
+    fn enter<'a>(counts: &'a Counts, name: &str) -> InFlight<'a> {
+        let now = Instant::now();
+        let second = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut tags = counts.tags.lock().expect("lock");
+        let tag = tags.entry(name.to_string()).or_default();
+        tag.in_flight += 1;
+        tag.max_in_flight = tag.max_in_flight.max(tag.in_flight);
+        tag.count += 1;
+        *tag.per_wall_second.entry(second).or_default() += 1;
+        if tag.starts.len() == TAG_STARTS_KEPT {
+            tag.starts.pop_front();
+        }
+        tag.starts.push_back(now);
+        InFlight {
+            counts,
+            name: name.to_string(),
+            ok: false,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut tags = self.counts.tags.lock().expect("lock");
+        if let Some(tag) = tags.get_mut(&self.name) {
+            tag.in_flight = tag.in_flight.saturating_sub(1);
+            if self.ok {
+                tag.done += 1;
+            }
+        }
+    }
 }
 
 fn hmac_b64(key: &[u8], parts: &[&[u8]]) -> String {
@@ -182,6 +277,17 @@ async fn judge(counts: &Counts, uri: &Uri, headers: &HeaderMap, body: &Bytes) ->
         }
         "fail" => StatusCode::INTERNAL_SERVER_ERROR,
         "drop" => std::panic::panic_any(DROP_MESSAGE),
+        "tag" => {
+            let mut parts = path.split('/').skip(2);
+            let name = parts.next().unwrap_or("").to_string();
+            let ms: u64 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+            let mut guard = InFlight::enter(counts, &name);
+            if ms > 0 {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            guard.ok = true;
+            StatusCode::NO_CONTENT
+        }
         "slow" => {
             let ms: u64 = path
                 .split('/')
@@ -227,6 +333,31 @@ async fn stats(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
     }))
 }
 
+async fn tags(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
+    let tags = counts.tags.lock().expect("lock");
+    let out: serde_json::Map<String, serde_json::Value> = tags
+        .iter()
+        .map(|(name, tag)| {
+            let value = serde_json::json!({
+                "max_in_flight": tag.max_in_flight,
+                "max_per_s": tag.max_per_sliding_second(),
+                "max_per_wall_s": tag.per_wall_second.values().copied().max().unwrap_or(0),
+                "per_wall_s": tag.per_wall_s(),
+                "count": tag.count,
+                "done": tag.done,
+                "in_flight": tag.in_flight,
+            });
+            (name.clone(), value)
+        })
+        .collect();
+    Json(serde_json::Value::Object(out))
+}
+
+async fn reset_tags(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
+    counts.tags.lock().expect("lock").clear();
+    (StatusCode::OK, "ok")
+}
+
 async fn ids(State(counts): State<Arc<Counts>>) -> impl IntoResponse {
     Json(counts.seen.lock().expect("lock").clone())
 }
@@ -269,6 +400,8 @@ async fn main() -> std::io::Result<()> {
     let app = Router::new()
         .route("/stats", get(stats))
         .route("/ids", get(ids))
+        .route("/tags", get(tags))
+        .route("/tags/reset", post(reset_tags))
         .route("/accepted", get(accepted))
         .route("/mode/{mode}", post(set_mode))
         .fallback(receive)
