@@ -34,9 +34,6 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// burst of ARGV[3]; ARGV[2] = 0: no rate limit), then leases (a sorted set
 /// at KEYS[1] of lease → expiry in ms, at most ARGV[4] unexpired, ARGV[4] =
 /// 0: no concurrency limit; named ARGV[5] .. ':' .. i, living ARGV[6] ms).
-/// ARGV[7] = '1' spends the tokens; '0' only looks how many there are (the
-/// worker admits that many to be claimed, and spends each one just before
-/// its request goes out).
 /// A token taken for a request the leases then refuse is lost: the receiver
 /// sees fewer requests, never more. One call, one hash slot (both keys
 /// carry the webhook's tag).
@@ -55,7 +52,7 @@ if interval > 0 then
   if tat < now_us then tat = now_us end
   local room = math.floor((now_us + tolerance - tat) / interval)
   n = math.max(0, math.min(room, n))
-  if n > 0 and ARGV[7] == '1' then
+  if n > 0 then
     tat = tat + n * interval
     redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil((tat - now_us) / 1000) + 1)
   end
@@ -104,17 +101,14 @@ pub struct Admission {
 
 impl RedisQueue {
     /// Admits up to `want` requests to `webhook` under a rate of `rate`
-    /// per second (spending the tokens if `spend`, else only counting them)
-    /// and at most `max_concurrency` in flight (each lease living `life`;
-    /// `stem` names them, unique per call: the worker's id and a counter),
-    /// in one script call.
-    #[allow(clippy::too_many_arguments)]
+    /// per second and at most `max_concurrency` in flight (each lease
+    /// living `life`; `stem` names them, unique per call: the worker's id
+    /// and a counter), in one script call.
     pub async fn admit(
         &self,
         webhook: i64,
         max_concurrency: Option<u32>,
         rate: Option<u32>,
-        spend: bool,
         want: u32,
         stem: &str,
         life: Duration,
@@ -130,7 +124,6 @@ impl RedisQueue {
             .arg(max_concurrency.unwrap_or(0))
             .arg(stem)
             .arg(life.as_millis().max(1) as u64)
-            .arg(if spend { "1" } else { "0" })
             .invoke_async(&mut conn)
             .await?;
         let bad = |e: redis::ParsingError| QueueError::Unavailable(format!("admission reply: {e}"));
@@ -154,31 +147,6 @@ impl RedisQueue {
             leases,
             next_token_in: (wait_us > 0).then(|| Duration::from_micros(wait_us)),
             full,
-        })
-    }
-
-    /// Spends one of `webhook`'s tokens at a rate of `rate` per second:
-    /// None if there is none, with how long until the next.
-    pub async fn spend_token(
-        &self,
-        webhook: i64,
-        rate: u32,
-    ) -> Result<Option<Duration>, QueueError> {
-        let got = self
-            .admit(
-                webhook,
-                None,
-                Some(rate),
-                true,
-                1,
-                "",
-                Duration::from_millis(1),
-            )
-            .await?;
-        Ok(if got.granted == 1 {
-            None
-        } else {
-            Some(got.next_token_in.unwrap_or(Duration::from_millis(1)))
         })
     }
 

@@ -8,7 +8,7 @@
 //! slot or blocking other webhooks. Webhooks without such limits cost no
 //! Redis command here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,10 +56,6 @@ pub struct FleetGate {
     stem: String,
     calls: AtomicU64,
     back: mpsc::UnboundedSender<(i64, String)>,
-    /// One line per rate-limited webhook: this worker's requests spend its
-    /// tokens one at a time, so a refusal costs one call per worker, not
-    /// one per waiting request.
-    lines: std::sync::Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl FleetGate {
@@ -72,7 +68,6 @@ impl FleetGate {
             stem: worker_id.to_string(),
             calls: AtomicU64::new(0),
             back,
-            lines: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -132,39 +127,6 @@ impl FleetGate {
         ready
     }
 
-    /// Spends one of `webhook`'s rate tokens just before its request goes
-    /// out (admission only counted them: a token spent before the claim
-    /// could be used late, and requests bunch up at the receiver). Waits
-    /// at most `within` (less than the row's lease margin, so the claim
-    /// still holds when the request goes); false if it gave up, and the
-    /// request goes anyway.
-    pub async fn spend_token(&self, webhook: i64, rate: u32, within: Duration) -> bool {
-        let line = self
-            .lines
-            .lock()
-            .expect("lines lock")
-            .entry(webhook)
-            .or_default()
-            .clone();
-        let _turn = line.lock().await;
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let wait = match self.queue.spend_token(webhook, rate).await {
-                Ok(None) => return true,
-                Ok(Some(next)) => next,
-                Err(e) => {
-                    tracing::debug!(webhook, error = %e, "cannot spend a rate token; trying again");
-                    FULL_RETRY
-                }
-            };
-            let now = tokio::time::Instant::now();
-            if now + wait > deadline {
-                return false;
-            }
-            tokio::time::sleep(wait).await;
-        }
-    }
-
     /// One script call: how many may go, their leases, and why fewer did
     /// (how long to wait, whether for the rate).
     async fn ask(
@@ -182,7 +144,6 @@ impl FleetGate {
                 webhook,
                 limit.max_concurrency,
                 limit.rate,
-                false,
                 want,
                 &stem,
                 limit.lease_life,

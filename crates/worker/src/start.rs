@@ -339,13 +339,6 @@ impl Starter {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
-        let fleet = self.fleet.clone();
-        let rate = claim.webhook_id.and_then(|w| {
-            self.limits
-                .fleet_limit(w)
-                .and_then(|l| l.rate)
-                .map(|r| (w, r))
-        });
         // Every line logged while this attempt is sent carries its log id,
         // attempt and webhook. A debug span: at the default level it costs
         // nothing per delivery (the lines of interest at info, the failed
@@ -353,15 +346,6 @@ impl Starter {
         let span = tracing::debug_span!("delivery", log_id = claim.log_id,
             attempt = claim.attempt, webhook = %claim.webhook_name);
         let delivery = async move {
-            if let Some((webhook, rate)) = rate {
-                // Two thirds of the lease margin: the row's lease still
-                // holds when the request goes.
-                let within = config.lease_margin.mul_f64(2.0 / 3.0);
-                if !fleet.spend_token(webhook, rate, within).await {
-                    tracing::warn!(log_id = claim.log_id, webhook = %claim.webhook_name, waited = ?within,
-                        "no rate token in time; sending before the row's lease could end");
-                }
-            }
             unit.sending();
             let metrics = hookfleet_core::observe::metrics();
             let sent = std::time::Instant::now();
