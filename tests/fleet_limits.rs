@@ -134,6 +134,27 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     env.queue.give_back_leases(7, &again.leases).await.unwrap();
     assert_eq!(env.queue.leases_held(7).await.unwrap(), 0);
 
+    // A lease with a shorter life (another worker's timeout) never cuts a
+    // longer one short.
+    let long = env
+        .queue
+        .admit(11, Some(5), None, 1, "long", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(long.granted, 1);
+    let short = env
+        .queue
+        .admit(11, Some(5), None, 1, "short", Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(short.granted, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        env.queue.leases_held(11).await.unwrap(),
+        1,
+        "the long lease is held"
+    );
+
     // 10/s: a burst of one, then one every 100 ms.
     let rate = |n: u32| {
         let q = env.queue.clone();

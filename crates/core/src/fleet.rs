@@ -73,7 +73,12 @@ if limit > 0 and n > 0 then
     redis.call('ZADD', KEYS[1], now + life, lease)
     out[3 + i] = lease
   end
-  if n > 0 then redis.call('PEXPIRE', KEYS[1], life) end
+  if n > 0 then
+    -- The set lives as long as its longest lease (another worker's may
+    -- live longer than ours, if its webhook's timeout differs).
+    local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[1], top[2])
+  end
 end
 out[1] = n
 return out
