@@ -37,7 +37,14 @@ pub const GIVE_BACK_BATCH: usize = 1_000;
 pub struct FleetLease {
     webhook: i64,
     lease: Option<String>,
-    back: mpsc::UnboundedSender<(i64, String)>,
+    back: mpsc::UnboundedSender<GiveBack>,
+}
+
+/// What the give-back loop is asked to do.
+enum GiveBack {
+    Lease(i64, String),
+    /// Answer once everything sent before is given back.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 impl Drop for FleetLease {
@@ -45,7 +52,7 @@ impl Drop for FleetLease {
         if let Some(lease) = self.lease.take() {
             // The loop ends only with the worker; a lease not given back
             // expires by itself.
-            let _ = self.back.send((self.webhook, lease));
+            let _ = self.back.send(GiveBack::Lease(self.webhook, lease));
         }
     }
 }
@@ -55,7 +62,7 @@ pub struct FleetGate {
     queue: RedisQueue,
     stem: String,
     calls: AtomicU64,
-    back: mpsc::UnboundedSender<(i64, String)>,
+    back: mpsc::UnboundedSender<GiveBack>,
 }
 
 impl FleetGate {
@@ -69,6 +76,18 @@ impl FleetGate {
             calls: AtomicU64::new(0),
             back,
         })
+    }
+
+    /// Waits (at most `within`) until every lease dropped so far is given
+    /// back: a worker that drained gives its last leases back before it
+    /// exits, instead of leaving them to expire (the webhook's timeout plus
+    /// [`hookfleet_core::fleet::LEASE_MARGIN`], a long pause for a small
+    /// limit during a deploy).
+    pub async fn flush(&self, within: Duration) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.back.send(GiveBack::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(within, wait).await;
+        }
     }
 
     /// Jobs holding a webhook slot not yet admitted, of webhooks with fleet
@@ -159,18 +178,27 @@ impl FleetGate {
 }
 
 /// Gives leases back as they come, in batches per webhook.
-async fn give_back(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<(i64, String)>) {
+async fn give_back(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<GiveBack>) {
     let mut batch = Vec::with_capacity(GIVE_BACK_BATCH);
     while rx.recv_many(&mut batch, GIVE_BACK_BATCH).await > 0 {
         let mut by_webhook: BTreeMap<i64, Vec<String>> = BTreeMap::new();
-        for (webhook, lease) in batch.drain(..) {
-            by_webhook.entry(webhook).or_default().push(lease);
+        let mut flushes = Vec::new();
+        for item in batch.drain(..) {
+            match item {
+                GiveBack::Lease(webhook, lease) => {
+                    by_webhook.entry(webhook).or_default().push(lease)
+                }
+                GiveBack::Flush(done) => flushes.push(done),
+            }
         }
         for (webhook, leases) in by_webhook {
             if let Err(e) = queue.give_back_leases(webhook, &leases).await {
                 tracing::debug!(webhook, leases = leases.len(), error = %e,
                     "cannot give leases back; they expire by themselves");
             }
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 }

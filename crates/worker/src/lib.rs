@@ -71,6 +71,10 @@ pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
 /// A job that was held by this many workers that died is a poison job.
 pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
 
+/// How long a drained worker waits for its last fleet-wide leases to be
+/// given back: one Redis round trip per webhook; past this they expire.
+pub const FLEET_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 /// The default per-webhook share while other webhooks are active: a quarter
 /// of the worker's slots, so a webhook that starts hanging takes at most a
 /// quarter of them before it is found slow. Alone, a webhook may use them all
@@ -206,6 +210,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         http: deliver::http_client(config.policy.clone()),
         claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
     });
+    let fleet = starter.fleet.clone();
     Fetcher::new(starter, slots.clone()).run().await;
 
     // Drain: every job taken holds a slot until its outcome is recorded and
@@ -238,6 +243,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
                     tracing::warn!(error = %e, "cannot put jobs back; the reaper will once the heartbeat expires")
                 }
             }
+            fleet.flush(FLEET_FLUSH_WAIT).await;
             if let Err(e) = queue.deregister(&config.worker_id).await {
                 tracing::warn!(error = %e, "cannot deregister; the reaper will clean up");
             }
