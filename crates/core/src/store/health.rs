@@ -264,6 +264,18 @@ struct BucketRow {
 /// default). Reads one row per webhook and at most 24 hourly rows per
 /// webhook per latency bucket hit.
 pub fn of(conn: &mut PgConnection, ids: &[i64]) -> Result<HashMap<i64, Health>, StoreError> {
+    // One snapshot for both reads: a health write committed between them
+    // would pair the new attempt counts with the old run of failures.
+    conn.build_transaction()
+        .read_only()
+        .repeatable_read()
+        .run(|conn| of_in_snapshot(conn, ids))
+}
+
+fn of_in_snapshot(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<HashMap<i64, Health>, StoreError> {
     let streaks: Vec<StreakRow> = diesel::sql_query(
         "SELECT webhook_id, consecutive_failures, last_success_at, last_error
          FROM webhook_health WHERE webhook_id = ANY($1)",
