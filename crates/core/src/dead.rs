@@ -7,12 +7,10 @@
 
 use chrono::Utc;
 use redis::AsyncCommands;
-
-use crate::queue::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
-use crate::queue::RedisQueue;
+use crate::queue::{Conn, RedisQueue};
 
 /// Entries kept: a flood of garbage jobs cannot grow Redis without bound.
 /// Older entries beyond this are trimmed (they name no row, or a row the

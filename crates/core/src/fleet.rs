@@ -18,8 +18,6 @@
 
 use std::time::Duration;
 
-use redis::Script;
-
 use crate::error::QueueError;
 use crate::queue::RedisQueue;
 
@@ -39,7 +37,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// carry the webhook's tag).
 /// Returns {granted, µs until the next token (0: not refused by the rate),
 /// full (1: refused by the leases), lease...}.
-const ADMIT_LUA: &str = r"
+pub(crate) const ADMIT_LUA: &str = r"
 local want = tonumber(ARGV[1])
 local n = want
 local wait = 0
@@ -120,7 +118,8 @@ impl RedisQueue {
     ) -> Result<Admission, QueueError> {
         let mut conn = self.conn().await?;
         let interval = rate.map_or(0, |r| (1_000_000 / u64::from(r.max(1))).max(1));
-        let out: Vec<redis::Value> = Script::new(ADMIT_LUA)
+        let out: Vec<redis::Value> = self
+            .admit
             .key(self.keys.leases(webhook))
             .key(self.keys.rate(webhook))
             .arg(want)

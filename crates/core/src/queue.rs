@@ -309,13 +309,14 @@ pub struct Enqueue {
 #[derive(Clone)]
 pub struct RedisQueue {
     link: Link,
-    cluster: bool,
     pub(crate) keys: Keys,
     enqueue: Script,
     take: Script,
     take_fair: Script,
     ack: Script,
     put_back: Script,
+    /// The fleet-wide limits' admission (fleet.rs), hashed once.
+    pub(crate) admit: Script,
 }
 
 /// One job to acknowledge: where it is held, and its row's key to release.
@@ -346,20 +347,20 @@ impl RedisQueue {
     pub fn connect(target: &RedisTarget, prefix: &str) -> Result<RedisQueue, QueueError> {
         Ok(RedisQueue {
             link: Link::open(target)?,
-            cluster: target.is_cluster(),
             keys: Keys::new(prefix),
             enqueue: Script::new(ENQUEUE_LUA),
             take: Script::new(TAKE_LUA),
             take_fair: Script::new(TAKE_FAIR_LUA),
             ack: Script::new(ACK_LUA),
             put_back: Script::new(PUT_BACK_LUA),
+            admit: Script::new(crate::fleet::ADMIT_LUA),
         })
     }
 
     /// Whether this is a Redis Cluster (no key of the pre-hash-tag form can
     /// exist there: those versions never ran on one).
     pub fn is_cluster(&self) -> bool {
-        self.cluster
+        matches!(self.link, Link::Cluster { .. })
     }
 
     pub fn keys(&self) -> &Keys {
@@ -399,7 +400,7 @@ impl RedisQueue {
                 let mut invocation = self.enqueue.prepare_invoke();
                 for &i in chunk {
                     let key = self.keys.in_flight(queue, rows[i].log_id);
-                    let legacy = if self.cluster {
+                    let legacy = if self.is_cluster() {
                         key.clone()
                     } else {
                         self.keys.legacy_in_flight(rows[i].log_id)
@@ -516,7 +517,7 @@ impl RedisQueue {
                     // One Redis only: the legacy key has no hash tag, and
                     // none exists on a cluster (there such a job releases
                     // nothing: its key expires by its TTL).
-                    Release::Legacy { log_id } if !self.cluster => {
+                    Release::Legacy { log_id } if !self.is_cluster() => {
                         invocation
                             .key(self.keys.legacy_in_flight(*log_id))
                             .arg(&item.raw)

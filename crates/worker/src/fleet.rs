@@ -94,21 +94,27 @@ impl FleetGate {
     /// limits, take a token and a lease each; returns the jobs that may be
     /// claimed (the others are back on their queue).
     pub async fn admit(&self, limits: &EndpointLimits, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+        let limited = limits.fleet_limits_of(
+            units
+                .iter()
+                .filter(|u| !u.is_admitted())
+                .filter_map(UnitOfWork::endpoint_webhook),
+        );
+        if limited.is_empty() {
+            return units;
+        }
         let mut ready = Vec::with_capacity(units.len());
         let mut asking: BTreeMap<i64, Vec<UnitOfWork>> = BTreeMap::new();
         for unit in units {
             match unit.endpoint_webhook() {
-                Some(w) if !unit.is_admitted() && limits.fleet_limit(w).is_some() => {
+                Some(w) if !unit.is_admitted() && limited.contains_key(&w) => {
                     asking.entry(w).or_default().push(unit)
                 }
                 _ => ready.push(unit),
             }
         }
         for (webhook, mut units) in asking {
-            let Some(limit) = limits.fleet_limit(webhook) else {
-                ready.extend(units);
-                continue;
-            };
+            let limit = limited[&webhook];
             let want = units.len() as u32;
             let (granted, leases) = match self.ask(webhook, limit, want).await {
                 Ok((granted, leases, refusal)) => {

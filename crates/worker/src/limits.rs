@@ -100,7 +100,7 @@ pub struct FleetLimit {
 
 struct State {
     version: i64,
-    configured: HashMap<i64, usize>,
+    /// Webhooks with limits of their own (which also hold across the fleet).
     fleet: HashMap<i64, FleetLimit>,
     endpoints: HashMap<i64, Endpoint>,
     checked: Option<Instant>,
@@ -194,7 +194,6 @@ impl EndpointLimits {
             slow_limit: slow_limit.max(1),
             state: Arc::new(Mutex::new(State {
                 version: -1,
-                configured: HashMap::new(),
                 fleet: HashMap::new(),
                 endpoints: HashMap::new(),
                 checked: None,
@@ -226,10 +225,6 @@ impl EndpointLimits {
         let mut state = self.state.lock().expect("limits lock");
         state.version = version;
         state.checked = Some(Instant::now());
-        state.configured = limits
-            .iter()
-            .filter_map(|l| l.max_concurrency.map(|n| (l.webhook_id, n.max(1) as usize)))
-            .collect();
         state.fleet = limits
             .iter()
             .filter(|l| l.max_concurrency.is_some() || l.rate_limit.is_some())
@@ -244,14 +239,20 @@ impl EndpointLimits {
             .collect();
     }
 
-    /// The webhook's fleet-wide limits, if it has any.
-    pub fn fleet_limit(&self, webhook: i64) -> Option<FleetLimit> {
-        self.state
-            .lock()
-            .expect("limits lock")
-            .fleet
-            .get(&webhook)
-            .copied()
+    /// The fleet-wide limits of those of `webhooks` that have any, under
+    /// one lock (empty, and no allocation, when none has).
+    pub fn fleet_limits_of(
+        &self,
+        webhooks: impl IntoIterator<Item = i64>,
+    ) -> HashMap<i64, FleetLimit> {
+        let state = self.state.lock().expect("limits lock");
+        if state.fleet.is_empty() {
+            return HashMap::new();
+        }
+        webhooks
+            .into_iter()
+            .filter_map(|w| state.fleet.get(&w).map(|l| (w, *l)))
+            .collect()
     }
 
     /// The fleet refused `webhook` more requests: it counts as at its limit
@@ -279,11 +280,10 @@ impl EndpointLimits {
             Some(e) if e.is_active(now) => active <= 1,
             _ => active == 0,
         };
-        let limit = state.configured.get(&webhook).copied().unwrap_or(if alone {
-            self.ceiling
-        } else {
-            self.default
-        });
+        let own = state.fleet.get(&webhook).and_then(|l| l.max_concurrency);
+        let limit =
+            own.map(|n| n as usize)
+                .unwrap_or(if alone { self.ceiling } else { self.default });
         match state.endpoints.get(&webhook) {
             None => limit,
             Some(e) if e.refused_until.is_some_and(|(until, _)| now < until) => 0,
@@ -367,11 +367,16 @@ impl EndpointLimits {
 
     #[cfg(test)]
     fn set_limit(&self, webhook: i64, limit: usize) {
+        let own = FleetLimit {
+            max_concurrency: Some(limit as u32),
+            rate: None,
+            lease_life: LEASE_MARGIN,
+        };
         self.state
             .lock()
             .expect("limits lock")
-            .configured
-            .insert(webhook, limit);
+            .fleet
+            .insert(webhook, own);
     }
 }
 
