@@ -5,8 +5,7 @@
 
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_producer::Event;
-use hookfleet_testkit::{sales_order, spec, LocalRedis, Receiver, TestEnv};
+use hookfleet_testkit::{spec, LocalRedis, Receiver, TestEnv};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_redis_signed_by_a_private_ca_is_refused_until_the_ca_is_trusted() {
@@ -56,16 +55,7 @@ async fn a_tls_redis_signed_by_a_private_ca_is_refused_until_the_ca_is_trusted()
         &rx.url("/hook"),
     ));
     let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-TLS",
-            sales_order("SO-TLS", 1.0),
-        ))
-        .await
-        .unwrap();
+    let report = env.submit("SO-TLS").await;
     let id = report.deliveries[0].id;
     let row = env
         .until_row(id, |r| r.status == DeliveryStatus::Delivered)

@@ -37,17 +37,21 @@ pub struct LocalRedis {
     tls: bool,
 }
 
-/// Runs openssl with `args` in `dir`; panics with its output if it fails.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (install openssl)");
+/// Runs `cmd` to its end; panics with what it printed if it fails.
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         out.status.success(),
-        "openssl {args:?}: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs openssl with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    run_ok(
+        Command::new("openssl").args(args).current_dir(dir),
+        &format!("openssl {args:?} (install openssl)"),
     );
 }
 
@@ -252,25 +256,20 @@ impl LocalPostgres {
             data,
             bin,
         };
-        let out = pg
-            .as_owner(pg.bin.join("initdb"))
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "-D",
-            ])
-            .arg(&pg.data)
-            .output()
-            .expect("initdb");
-        assert!(
-            out.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            pg.as_owner(pg.bin.join("initdb"))
+                .args([
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "-D",
+                ])
+                .arg(&pg.data),
+            "initdb",
         );
         pg.start_again();
         pg
