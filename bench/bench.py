@@ -28,6 +28,12 @@ on stdout, progress on stderr):
                   healthy deliveries/s kept against no limit), and with 1,000
                   of its events under --rate-limit 100/s (the most started in
                   any sliding second, and the healthy throughput kept);
+  --only defaults what a user who never reads the flags gets: one worker with
+                  no flags draining 50,000 deliveries to one fast webhook;
+                  one worker at --concurrency 1024 draining to eight
+                  webhooks that answer in 100 ms (against 1024 / 0.1 s);
+                  isolation (10% of events to a hanging webhook) at the
+                  default concurrency;
   --only cluster  a three-node Redis Cluster started on spare ports against
                   the single Redis: end to end, 8 webhooks, 1, 2, 4 and 8
                   workers at --concurrency 64, 30,000 events each, with
@@ -181,7 +187,9 @@ class Fleet:
         return int(self.bench.psql(self.db, "SELECT count(*) FROM webhook_request_logs WHERE status = 'Delivered'"))
 
     def start_workers(self, count, concurrency, extra=()):
-        return [subprocess.Popen([os.path.join(BIN, "hookfleet-worker"), "--concurrency", str(concurrency), *extra],
+        """`concurrency` None: the worker's default (no flag)."""
+        flags = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        return [subprocess.Popen([os.path.join(BIN, "hookfleet-worker"), *flags, *extra],
                                  env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for _ in range(count)]
 
@@ -666,7 +674,7 @@ def main():
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
     ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention", "fleet",
-                                       "cluster"],
+                                       "cluster", "defaults"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -701,10 +709,12 @@ def main():
         if a.only == "bombs":
             print(json.dumps(bombs(bench), indent=2))
             return
-        if a.only in ("fleet", "cluster"):
-            import scale  # fleet-wide limits over four workers; Redis Cluster: see bench/scale.py
+        if a.only in ("fleet", "cluster", "defaults"):
+            import scale  # fleet-wide limits over four workers; Redis Cluster; defaults: see bench/scale.py
             if a.only == "fleet":
                 r = scale.fleet(bench, a.scale_events or 40_000)
+            elif a.only == "defaults":
+                r = scale.defaults(bench)
             else:
                 r = scale.cluster(bench, a.scale_events or 30_000)
             print(json.dumps(r, indent=2))

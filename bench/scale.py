@@ -1,5 +1,6 @@
 """Scale benchmarks: fleet-wide limits across several workers, and a Redis
-Cluster against a single Redis (`scripts/bench.sh --only fleet|cluster`).
+Cluster against a single Redis, and the defaults (`scripts/bench.sh --only
+fleet|cluster|defaults`).
 
 fleet: four workers (--concurrency 256 each), seven healthy webhooks
 (entity types Doc0..Doc6, answered at once at /tag/ok<k>/0/...) and one
@@ -14,6 +15,12 @@ Runs, each on a fresh database and Redis prefix, workers started, then emit:
                          requests started in any sliding second, and healthy_kept.
 Healthy throughput is timed until every healthy delivery was answered by the
 receiver; the limited webhook's time is reported apart.
+
+defaults: one worker with no flags draining 50,000 deliveries to one fast
+webhook; one worker at --concurrency 1024 draining 100,000 over eight
+webhooks that answer in 100 ms (/tag/slow<k>/100/...), against the ceiling
+1024 / 0.1 s = 10,240/s; and the isolation run (150,000 events, 10% to a
+webhook that hangs until its 5 s timeout) at the default concurrency.
 
 cluster: a three-node Redis Cluster (no replicas) on spare loopback ports,
 against the benchmark's single Redis: end to end with 8 webhooks and 1, 2, 4
@@ -272,3 +279,72 @@ def cluster(bench, events=30_000, worker_counts=(1, 2, 4, 8)):
         if r["redis"] == "cluster":
             r["vs_single"] = round(r["deliveries_per_s"] / single[r["workers"]]["deliveries_per_s"], 3)
     return {"events": events, "webhooks": 8, "concurrency": 64, "cluster_nodes": 3, "runs": runs}
+
+
+SLOW_MS = 100
+SLOW_CONCURRENCY = 1024
+
+
+def drain_run(bench, label, events, webhooks, concurrency, path_of, timeout=600):
+    """One worker started on `events` queued deliveries over `webhooks`
+    webhooks whose URLs `path_of(k)` gives; timed from its start until every
+    row is Delivered."""
+    fleet = B.Fleet(bench, 0)
+    try:
+        for k in range(webhooks):
+            fleet.run("hookfleet", "webhook", "add", f"bench-{k}", "--entity-type", f"Doc{k}", "--event",
+                      "on_submit", "--url", bench.receiver_url(path_of(k)), "--secret", "bench-secret",
+                      "--timeout", "10s")
+        fleet.webhooks = webhooks
+        path = fleet.events_file(events)
+        fleet.emit(path)
+        prefix = path_of(0).split("/")[1]
+        base = bench.receiver_stats()["by_path_prefix"].get(prefix, 0)
+        reset_tags(bench)
+        bench.psql(fleet.db, "SELECT pg_stat_statements_reset()")
+        bench.redis_cli("CONFIG", "RESETSTAT")
+        cpu0 = B.cpu_snapshot()
+        t0 = time.monotonic()
+        procs = fleet.start_workers(1, concurrency)
+        # The receiver's counts first: counting rows every 20 ms would take
+        # a good share of Postgres's time from the run it measures.
+        B.wait_received(bench, base + events, prefix=prefix, timeout=timeout)
+        while fleet.delivered() < events:
+            time.sleep(0.02)
+        t1 = time.monotonic()
+        cpu, rss = B.proc_cpu_and_rss(procs[0].pid)
+        cpu1 = B.cpu_snapshot()
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=60)
+        tags = receiver_tags(bench)
+        os.unlink(path)
+        r = {"run": label, "events": events, "webhooks": webhooks,
+             "concurrency": "default" if concurrency is None else concurrency,
+             "seconds": round(t1 - t0, 3), "deliveries_per_s": round(events / (t1 - t0)),
+             "worker_peak_rss_mib": round(rss, 1), "worker_cpu_s_per_1000": round(cpu / events * 1000, 3),
+             "sum_of_max_in_flight": sum(v["max_in_flight"] for v in tags.values()) if tags else None,
+             # Requests started in each clock second (the tags start within
+             # the same second): the ramp, the steady rate and the tail.
+             "started_per_wall_s": [sum(v["per_wall_s"][i] for v in tags.values() if i < len(v["per_wall_s"]))
+                                    for i in range(max((len(v["per_wall_s"]) for v in tags.values()), default=0))],
+             "cpu_s_per_1000_by_process": {k: round((cpu1[k] - cpu0[k]) / events * 1000, 3) for k in cpu1},
+             **B.statement_counts(bench, fleet.db, events)}
+        B.log(f"defaults {r}")
+        return r
+    finally:
+        fleet.drop()
+
+
+def defaults(bench, events=50_000, slow_events=100_000):
+    """What the user who never reads the flags gets (see the module docstring)."""
+    out = {"no_flags_one_fast_webhook": drain_run(bench, "no_flags_one_fast_webhook", events, 1, None,
+                                                  lambda k: f"/ok/{k}")}
+    r = drain_run(bench, "eight_webhooks_100ms_concurrency_1024", slow_events, 8, SLOW_CONCURRENCY,
+                  lambda k: f"/tag/slow{k}/{SLOW_MS}/x")
+    r["ceiling_per_s"] = round(SLOW_CONCURRENCY / (SLOW_MS / 1000))
+    r["of_ceiling"] = round(r["deliveries_per_s"] / r["ceiling_per_s"], 3)
+    out["eight_webhooks_100ms_concurrency_1024"] = r
+    out["isolation_default_concurrency"] = B.isolation(bench, 150_000, None)
+    return out
