@@ -17,13 +17,14 @@
 # emit, ingest, sweeper), take, fair take and bounce (fairness,
 # concurrency, fleet-wide limits), ack and the in-flight keys (first attempts, retries, lost
 # Redis), the reaper and dead letters (faults), replay (delivery CLI), pause
-# and resume (lifecycle). Suites about templates, validation, SSRF, secrets
+# and resume (lifecycle), the worker list and the console's reads (console
+# API). Suites about templates, validation, SSRF, secrets
 # and Postgres alone send nothing to Redis that these do not, and stay out
 # to keep CI short.
 #
 # The pooler pass runs the suites that send the fleet's statements (emit,
 # claim, outcomes, sweep, replay, pause, prune, migrate, webhook
-# definitions) through a PgBouncer in transaction mode (Debian's 1.18, no
+# definitions, the console's filtered lists) through a PgBouncer in transaction mode (Debian's 1.18, no
 # prepared statements) started on a spare port and stopped after: every
 # process of those tests, and the tests' own reads, go through it.
 set -euo pipefail
@@ -35,9 +36,10 @@ only=""
 case "${1:-}" in --cluster|--pooler) only=${1#--}; shift ;; esac
 CLUSTER_SUITES='binary(first_attempt) | binary(retries) | binary(faults) | binary(dead_letters)
   | binary(lifecycle) | binary(queue_fairness) | binary(worker_concurrency) | binary(delivery_cli)
-  | binary(emit_cli) | binary(ingest) | binary(fleet_limits)'
+  | binary(emit_cli) | binary(ingest) | binary(fleet_limits) | binary(console_api)'
 POOLER_SUITES='binary(first_attempt) | binary(retries) | binary(delivery_store) | binary(delivery_cli)
-  | binary(lifecycle) | binary(emit_cli) | binary(webhook_definitions) | binary(migrate)'
+  | binary(lifecycle) | binary(emit_cli) | binary(webhook_definitions) | binary(migrate)
+  | binary(console_api)'
 
 run="r$(date +%s)$$"
 export HOOKFLEET_TEST_RUN="$run"

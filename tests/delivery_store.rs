@@ -284,9 +284,9 @@ async fn a_renamed_webhooks_rows_are_listed_and_replayed_by_its_new_name() {
                 deliveries::list(
                     c,
                     &ListFilter {
-                        status: None,
                         webhook,
                         limit: 10,
+                        ..ListFilter::default()
                     },
                 )
             })

@@ -21,6 +21,8 @@
 //! - [`wait`]: polling until a condition holds, with a deadline, instead of
 //!   sleeping a fixed time.
 //! - [`fixtures`]: the documents and events tests emit.
+//! - [`console`]: the console served in-process, and a client for its API
+//!   and pages.
 //! - [`instances`]: throwaway Redis and Postgres servers, for tests that
 //!   stop, restart or cut them.
 //!
@@ -29,6 +31,7 @@
 //! `HOOKFLEET_TEST_REDIS_URL`, and `HOOKFLEET_TEST_RUN` (a run id in every
 //! database name and key prefix, so a run can clean up after itself).
 
+pub mod console;
 pub mod env;
 pub mod fixtures;
 pub mod instances;
@@ -37,6 +40,7 @@ pub mod receiver;
 pub mod run;
 pub mod wait;
 
+pub use console::{csrf_of, Answer, ConsoleServer, FULL_TOKEN, READ_TOKEN};
 pub use env::{
     bin_path, redis_cluster, spec, use_renderer, RedisConn, TempFile, TestEnv, WorkerHandle,
 };

@@ -4,13 +4,14 @@
 use anyhow::bail;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
-use serde::Serialize;
 
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::model::{display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus};
-use hookfleet_core::queue::{Enqueue, RedisQueue};
-use hookfleet_core::store::deliveries::{self, ListFilter, Replayed};
-use hookfleet_core::store::{webhooks, Store};
+use hookfleet_core::config::parse_time_or_ago;
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::ops;
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::store::deliveries::{self, ListFilter};
+use hookfleet_core::store::Store;
+use hookfleet_core::views::DeliveryView;
 
 use crate::table;
 
@@ -62,98 +63,14 @@ pub enum DeliveryCommand {
 }
 
 fn parse_since(text: &str) -> anyhow::Result<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    match parse_duration(text) {
-        Ok(d) => Ok(Utc::now() - chrono::Duration::from_std(d)?),
-        Err(_) => bail!("--since {text:?} is neither an RFC 3339 time nor a duration such as 2h"),
-    }
+    parse_time_or_ago(text).map_err(|e| anyhow::anyhow!("--since {e}"))
 }
 
-/// A header as shown: the value hidden when it looks like a credential.
-#[derive(Serialize)]
-struct HeaderView {
-    key: String,
-    value: String,
+trait Lines {
+    fn lines(&self) -> Vec<(&'static str, String)>;
 }
 
-/// A delivery as `delivery list|show --json` print it (field names as the
-/// columns, DESIGN "Command line"); never a secret.
-#[derive(Serialize)]
-struct DeliveryView<'a> {
-    id: i64,
-    event_id: &'a str,
-    webhook: &'a str,
-    webhook_id: Option<i64>,
-    entity_type: &'a str,
-    entity_name: &'a str,
-    event: &'a str,
-    url: &'a str,
-    method: &'a str,
-    headers: Vec<HeaderView>,
-    /// Set when the stored headers cannot be read (they are not sent then).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    headers_error: Option<String>,
-    body: &'a str,
-    queue: &'a str,
-    status: DeliveryStatus,
-    attempts: i32,
-    max_attempts: i32,
-    next_retry: Option<DateTime<Utc>>,
-    in_flight_until: Option<DateTime<Utc>>,
-    response_code: Option<i32>,
-    /// The receiver's answer as text (bytes that are not UTF-8 as U+FFFD).
-    response_body: Option<String>,
-    error: Option<&'a str>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attempt_log: Option<Vec<&'a DeliveryAttempt>>,
-}
-
-impl<'a> DeliveryView<'a> {
-    fn new(d: &'a DeliveryLog) -> DeliveryView<'a> {
-        let (headers, headers_error) = match d.header_list() {
-            Ok(list) => (
-                list.iter()
-                    .map(|h| HeaderView {
-                        key: h.key.clone(),
-                        value: display_header_value(&h.key, &h.value, false),
-                    })
-                    .collect(),
-                None,
-            ),
-            Err(e) => (Vec::new(), Some(e)),
-        };
-        DeliveryView {
-            id: d.id,
-            event_id: &d.event_id,
-            webhook: &d.webhook_name,
-            webhook_id: d.webhook_id,
-            entity_type: &d.entity_type,
-            entity_name: &d.entity_name,
-            event: &d.event,
-            url: &d.url,
-            method: &d.method,
-            headers,
-            headers_error,
-            body: &d.body,
-            queue: &d.queue,
-            status: d.status,
-            attempts: d.attempts,
-            max_attempts: d.max_attempts,
-            next_retry: d.next_retry,
-            in_flight_until: d.lease_expires_at,
-            response_code: d.response_code,
-            response_body: d.response_text(),
-            error: d.error.as_deref(),
-            created_at: d.created_at,
-            updated_at: d.updated_at,
-            attempt_log: None,
-        }
-    }
-
+impl Lines for DeliveryView<'_> {
     /// The fields a person reads, in order, as text.
     fn lines(&self) -> Vec<(&'static str, String)> {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -203,22 +120,6 @@ fn held_or(t: DateTime<Utc>, shown: String) -> String {
     }
 }
 
-/// Puts replayed rows on their queues now rather than at the next sweep.
-async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: std::time::Duration) -> String {
-    let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-    match queue.enqueue(&items, ttl).await {
-        Ok(flags) => {
-            let n = flags.iter().filter(|f| **f).count();
-            if n == rows.len() {
-                "queued now".into()
-            } else {
-                format!("{n} queued now; the rest are already on a queue")
-            }
-        }
-        Err(e) => format!("not queued now ({e}); the next sweep sends them"),
-    }
-}
-
 pub async fn run(
     store: &Store,
     queue: &RedisQueue,
@@ -243,6 +144,7 @@ pub async fn run(
                         status,
                         webhook,
                         limit,
+                        ..ListFilter::default()
                     },
                 )
             })?;
@@ -336,8 +238,8 @@ pub async fn run(
             force,
             ..
         } => {
-            let replayed = store.run_sync(|c| deliveries::replay(c, id, force))?;
-            let note = enqueue_now(queue, std::slice::from_ref(&replayed), grace).await;
+            let ops::ReplayOne { replayed, note } =
+                ops::replay(store, queue, grace, id, force).await?;
             println!(
                 "delivery {id}: {} → Failed, due now (attempt {} allowed); {note}",
                 replayed.previous_status, replayed.next_attempt
@@ -350,22 +252,17 @@ pub async fn run(
             since: Some(since),
             ..
         } => {
-            if !matches!(status, DeliveryStatus::Failed | DeliveryStatus::Exhausted) {
-                bail!("bulk replay takes --status Failed or Exhausted");
-            }
             let since = parse_since(&since)?;
-            let rows = store.run_sync(|c| {
-                let hook = webhooks::get(c, &webhook)?;
-                deliveries::replay_bulk(c, hook.id, status, since)
-            })?;
-            if rows.is_empty() {
-                println!("no {status} deliveries of {webhook} since {since}; nothing replayed");
-            } else {
-                let note = enqueue_now(queue, &rows, grace).await;
-                println!(
+            let done =
+                ops::replay_bulk(store, queue, grace, &webhook, status, since, false).await?;
+            match done.note {
+                None => {
+                    println!("no {status} deliveries of {webhook} since {since}; nothing replayed")
+                }
+                Some(note) => println!(
                     "{} deliveries of {webhook} replayed ({status} → Failed, due now); {note}",
-                    rows.len()
-                );
+                    done.count
+                ),
             }
         }
         DeliveryCommand::Retry { .. } => {
@@ -375,79 +272,9 @@ pub async fn run(
     Ok(())
 }
 
-/// Rows per status, as `stats --json` prints them.
-#[derive(Serialize)]
-#[serde(rename_all = "PascalCase")]
-struct RowCounts {
-    queued: i64,
-    delivered: i64,
-    failed: i64,
-    exhausted: i64,
-}
-
-/// What `hookfleet stats --json` prints.
-#[derive(Serialize)]
-struct StatsView {
-    rows: RowCounts,
-    /// Jobs waiting, per queue.
-    queues: std::collections::BTreeMap<String, i64>,
-    /// None when Redis did not answer.
-    dead_letters: Option<i64>,
-    /// Delivered and Exhausted are estimates from the table's statistics
-    /// (a table of a million rows or more), or the pending counts reached
-    /// their cap.
-    rows_estimated: bool,
-    oldest_due_retry: Option<DateTime<Utc>>,
-    next_retry: Option<DateTime<Utc>>,
-    /// Paused webhooks (their deliveries wait for `webhook resume`).
-    paused_webhooks: Vec<String>,
-    redis_error: Option<String>,
-}
-
 /// `hookfleet stats`.
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
-    let (counts, mut queues, paused) = store.run_sync(|c| {
-        Ok((
-            deliveries::counts(c, deliveries::CountLimits::default())?,
-            webhooks::queue_names(c)?,
-            webhooks::paused_names(c)?,
-        ))
-    })?;
-    if !queues.iter().any(|q| q == "default") {
-        queues.insert(0, "default".into());
-    }
-    let mut view = StatsView {
-        rows: RowCounts {
-            queued: counts.queued,
-            delivered: counts.delivered,
-            failed: counts.failed,
-            exhausted: counts.exhausted,
-        },
-        queues: Default::default(),
-        dead_letters: None,
-        rows_estimated: counts.estimated,
-        oldest_due_retry: counts.oldest_due,
-        next_retry: counts.next_due,
-        paused_webhooks: paused,
-        redis_error: None,
-    };
-    for q in &queues {
-        match queue.depth(q).await {
-            Ok(n) => {
-                view.queues.insert(q.clone(), n);
-            }
-            Err(e) => {
-                view.redis_error = Some(e.to_string());
-                break;
-            }
-        }
-    }
-    match queue.dead_count().await {
-        Ok(n) => view.dead_letters = Some(n),
-        Err(e) => {
-            view.redis_error.get_or_insert(e.to_string());
-        }
-    }
+    let view = ops::stats(store, queue).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&view)?);
         return Ok(());

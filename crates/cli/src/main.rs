@@ -74,6 +74,25 @@ enum Command {
     /// Webhook secrets and header values at rest.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Serve the management API (/api/v1, described at
+    /// /api/v1/openapi.json) and the console's pages for people.
+    Console {
+        /// Address to listen on. Any address but loopback needs a token.
+        #[arg(
+            long,
+            env = "HOOKFLEET_CONSOLE_LISTEN",
+            default_value = "127.0.0.1:8490"
+        )]
+        listen: std::net::SocketAddr,
+        /// Full-access token (API: Authorization: Bearer ...; pages: asked
+        /// once, then a session cookie). At least 16 characters.
+        #[arg(long, env = "HOOKFLEET_CONSOLE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Read-only token, for support staff: every page and read, no
+        /// action. At least 16 characters.
+        #[arg(long, env = "HOOKFLEET_CONSOLE_READ_TOKEN", hide_env_values = true)]
+        read_token: Option<String>,
+    },
     /// Delete terminal rows (Delivered, Exhausted) recorded and last touched
     /// before the cut, with their attempts, in batches. Pending rows are
     /// never deleted. The sweeper does the same each tick (--retention).
@@ -137,8 +156,14 @@ enum SecretsCommand {
     },
 }
 
+/// Postgres connections the console keeps: a few people and scripts at once.
+const CONSOLE_POOL_SIZE: u32 = 8;
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
+    if matches!(cli.command, Command::Console { .. }) {
+        hookfleet_settings::init_tracing(&s.log_format);
+    }
     s.install(false)?;
     let store = s.store(1)?;
     if !matches!(cli.command, Command::Migrate { .. }) {
@@ -222,6 +247,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     r.batches
                 );
             }
+        }
+        Command::Console {
+            listen,
+            token,
+            read_token,
+        } => {
+            hookfleet_console::check_exposure(listen, token.as_deref(), read_token.as_deref())?;
+            let console = hookfleet_console::Console::new(
+                s.store(CONSOLE_POOL_SIZE)?,
+                s.queue()?,
+                s.queue_grace,
+                token,
+                read_token,
+            );
+            let shutdown = hookfleet_core::shutdown::Shutdown::new();
+            shutdown.listen_for_signals();
+            hookfleet_console::serve(
+                listen,
+                console,
+                async move { shutdown.requested(1).await },
+                |addr| eprintln!("console on http://{addr}/ (API under /api/v1)"),
+            )
+            .await?;
         }
         Command::Stats { json } => {
             let queue = s.queue()?;

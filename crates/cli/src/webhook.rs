@@ -6,14 +6,14 @@ use std::collections::HashMap;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use serde::Serialize;
 use serde_json::Value;
 
-use hookfleet_core::config::{format_duration, parse_duration};
+use hookfleet_core::config::parse_duration;
 use hookfleet_core::model::read_document;
 use hookfleet_core::model::{
-    display_header_value, FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
+    FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
 };
+use hookfleet_core::ops;
 use hookfleet_core::render::{default_sample_doc, Preview};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
@@ -21,6 +21,7 @@ use hookfleet_core::store::health::{self, Health};
 use hookfleet_core::store::webhooks::SecretChange;
 use hookfleet_core::store::{webhooks, Store};
 use hookfleet_core::validate::validate;
+use hookfleet_core::views::WebhookView;
 
 use crate::table;
 
@@ -355,106 +356,11 @@ impl Definition {
     }
 }
 
-/// A header as shown: the value hidden when it looks like a credential.
-#[derive(Serialize)]
-struct HeaderView {
-    key: String,
-    value: String,
+trait Lines {
+    fn lines(&self) -> Vec<(&'static str, String)>;
 }
 
-/// The webhook as shown to people and scripts (`webhook list|show --json`):
-/// never the secret, and header values that look like credentials hidden.
-#[derive(Serialize)]
-pub struct WebhookView<'a> {
-    name: &'a str,
-    entity_type: &'a str,
-    event: &'a str,
-    request_url: &'a str,
-    dynamic_url: bool,
-    request_method: &'a str,
-    request_structure: &'a str,
-    body_template: Option<&'a str>,
-    fields: Vec<FieldMapping>,
-    headers: Vec<HeaderView>,
-    condition: Option<&'a str>,
-    allowed_hosts: &'a [String],
-    enabled: bool,
-    signed: bool,
-    secret_rotation_until: Option<chrono::DateTime<chrono::Utc>>,
-    timeout: String,
-    queue: &'a str,
-    max_retries: i32,
-    max_concurrency: Option<i32>,
-    /// `N/s`, or null.
-    rate_limit: Option<String>,
-    created_at: chrono::DateTime<chrono::Utc>,
-    updated_at: chrono::DateTime<chrono::Utc>,
-    paused: bool,
-    paused_at: Option<chrono::DateTime<chrono::Utc>>,
-    paused_reason: Option<&'a str>,
-    #[serde(flatten)]
-    health: Health,
-}
-
-impl<'a> WebhookView<'a> {
-    /// The view of `w` with its `health`; header values are opened and
-    /// shown only with `reveal`.
-    pub fn new(w: &'a Webhook, health: Health, reveal: bool) -> WebhookView<'a> {
-        let now = chrono::Utc::now();
-        let headers: Vec<HeaderView> = if reveal {
-            match w.header_list() {
-                Ok(list) => list
-                    .into_iter()
-                    .map(|h| HeaderView {
-                        value: display_header_value(&h.key, &h.value, true),
-                        key: h.key,
-                    })
-                    .collect(),
-                Err(e) => vec![HeaderView {
-                    key: "(error)".into(),
-                    value: e.to_string(),
-                }],
-            }
-        } else {
-            let content_type = w.content_type().ok().flatten().unwrap_or_default();
-            w.header_names()
-                .into_iter()
-                .map(|key| HeaderView {
-                    value: display_header_value(&key, &content_type, false),
-                    key,
-                })
-                .collect()
-        };
-        WebhookView {
-            name: &w.name,
-            entity_type: &w.entity_type,
-            event: &w.event,
-            request_url: &w.request_url,
-            dynamic_url: w.dynamic_url,
-            request_method: &w.request_method,
-            request_structure: &w.request_structure,
-            body_template: w.body_template.as_deref(),
-            fields: w.field_mappings(),
-            headers,
-            condition: w.condition.as_deref(),
-            allowed_hosts: &w.allowed_hosts,
-            enabled: w.enabled,
-            signed: w.secret.is_some(),
-            secret_rotation_until: w.previous_secret_expires_at.filter(|_| w.rotating(now)),
-            timeout: format_duration(w.timeout()),
-            queue: &w.queue,
-            max_retries: w.max_retries,
-            max_concurrency: w.max_concurrency,
-            rate_limit: w.rate_limit.map(|n| format!("{n}/s")),
-            created_at: w.created_at,
-            updated_at: w.updated_at,
-            paused: w.paused_at.is_some(),
-            paused_at: w.paused_at,
-            paused_reason: w.paused_reason.as_deref(),
-            health,
-        }
-    }
-
+impl Lines for WebhookView<'_> {
     /// The one-line fields a person reads, in order, as text.
     fn lines(&self) -> Vec<(&'static str, String)> {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -819,64 +725,23 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
     Ok(())
 }
 
-/// Rows `resume` releases or enqueues per statement: the sweeper's shipped
-/// batch size, one enqueue script call each, so a statement takes
-/// milliseconds however long the backlog that waited.
-const RESUME_BATCH: i64 = 1_000;
-
-/// `webhook resume NAME`: unpauses the webhook, releases its held rows
-/// (due now), then enqueues its due rows, oldest first (each with its
-/// in-flight key, so a job already on its way is not sent twice). A Failed
-/// row that was not held and whose retry is not due yet goes when it is.
+/// `webhook resume NAME` (see [`ops::resume`]).
 pub async fn resume(
     store: &Store,
     queue: &hookfleet_core::queue::RedisQueue,
     key_ttl: std::time::Duration,
     name: &str,
 ) -> anyhow::Result<()> {
-    let Some(w) = store.run_sync(|c| webhooks::resume(c, name))? else {
-        println!("webhook {name} is not paused");
-        return Ok(());
-    };
-    use hookfleet_core::store::deliveries::{self, DueRow};
-    let (mut released, mut due, mut enqueued) = (0usize, 0usize, 0usize);
-    let send = async |rows: &[DueRow], enqueued_so_far: usize| {
-        let items: Vec<hookfleet_core::queue::Enqueue> = rows.iter().map(Into::into).collect();
-        let pushed = queue.enqueue(&items, key_ttl).await.with_context(|| {
-            format!(
-                "webhook {} is resumed, but its due deliveries could not all be enqueued \
-                 ({enqueued_so_far} were); the sweeper sends the rest on its next tick",
-                w.name
-            )
-        })?;
-        anyhow::Ok(pushed.iter().filter(|p| **p).count())
-    };
-    // Rows due and never held first (their order in time), then the held
-    // ones, released and enqueued a batch at a time, oldest first.
-    let mut after = None;
-    loop {
-        let rows = store.run_sync(|c| deliveries::due_of_webhook(c, w.id, after, RESUME_BATCH))?;
-        let Some(last) = rows.last() else { break };
-        after = Some((last.next_retry, last.id));
-        due += rows.len();
-        enqueued += send(&rows, enqueued).await?;
-        if (rows.len() as i64) < RESUME_BATCH {
-            break;
-        }
+    match ops::resume(store, queue, key_ttl, name).await? {
+        None => println!("webhook {name} is not paused"),
+        Some(r) => println!(
+            "resumed webhook {}: {} held rows released; {} due deliveries, {} enqueued now ({} already on their way)",
+            r.webhook,
+            r.released,
+            r.due,
+            r.enqueued,
+            r.due - r.enqueued
+        ),
     }
-    let mut after_id = 0;
-    loop {
-        let rows = store.run_sync(|c| deliveries::release_held(c, w.id, after_id, RESUME_BATCH))?;
-        let Some(last) = rows.last() else { break };
-        after_id = last.id;
-        released += rows.len();
-        due += rows.len();
-        enqueued += send(&rows, enqueued).await?;
-    }
-    println!(
-        "resumed webhook {}: {released} held rows released; {due} due deliveries, {enqueued} enqueued now ({} already on their way)",
-        w.name,
-        due - enqueued
-    );
     Ok(())
 }

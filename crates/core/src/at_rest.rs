@@ -241,6 +241,15 @@ pub fn keyring() -> Keyring {
         .unwrap_or_default()
 }
 
+/// `N` bytes from the operating system's random source (session keys,
+/// CSRF secrets).
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    use aes_gcm::aead::rand_core::RngCore;
+    let mut out = [0u8; N];
+    OsRng.fill_bytes(&mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,23 @@ pub fn redact_url(raw: &str) -> String {
     }
 }
 
+/// A point in time as operators type it: RFC 3339 (`2026-12-01T10:00:00Z`)
+/// or a duration ago (`2h`, `30m`).
+pub fn parse_time_or_ago(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let ago = parse_duration(text)
+        .ok()
+        .and_then(|d| chrono::Duration::from_std(d).ok());
+    match ago {
+        Some(d) => Ok(chrono::Utc::now() - d),
+        None => Err(format!(
+            "{text:?} is neither an RFC 3339 time nor a duration such as 2h"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,8 +48,10 @@ pub mod error;
 pub mod fleet;
 pub mod frappe_import;
 pub mod frappe_utils;
+pub mod http;
 pub mod model;
 pub mod observe;
+pub mod ops;
 pub mod pyexpr;
 pub mod queue;
 pub mod redis_link;
@@ -64,5 +66,6 @@ pub mod ssrf;
 pub mod store;
 pub mod templates;
 pub mod validate;
+pub mod views;
 
 pub use error::{ConfigError, QueueError, RenderError, StoreError, ValidationError};

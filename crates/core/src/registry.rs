@@ -90,6 +90,22 @@ pub struct Reaped {
     pub dead_lettered: usize,
 }
 
+/// The most workers [`RedisQueue::workers`] lists: a fleet larger than this
+/// is read through the metrics, not one page.
+pub const MAX_LISTED_WORKERS: usize = 1_000;
+
+/// A registered worker as the console and the API show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub queues: Vec<String>,
+    /// False once its heartbeat expired (it died; a reaper returns its jobs).
+    pub alive: bool,
+    pub heartbeat_at: Option<chrono::DateTime<Utc>>,
+    /// Jobs held in its processing list, per queue.
+    pub holding: std::collections::BTreeMap<String, i64>,
+}
+
 impl RedisQueue {
     /// Registers (or re-registers after a Redis restart) a worker and renews
     /// its heartbeat for `ttl`. Two commands, since the keys live in
@@ -111,6 +127,44 @@ impl RedisQueue {
             .hset(self.keys.workers(), worker, queues.join(","))
             .await?;
         Ok(())
+    }
+
+    /// The registered workers, by id: their queues, their last heartbeat
+    /// (None once it expired: a dead worker the reaper has not reaped
+    /// yet) and the jobs each of their processing lists holds. At most
+    /// [`MAX_LISTED_WORKERS`]; one round trip per worker.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, QueueError> {
+        let mut conn = self.conn().await?;
+        let all: std::collections::BTreeMap<String, String> =
+            conn.hgetall(self.keys.workers()).await?;
+        let mut out = Vec::with_capacity(all.len().min(MAX_LISTED_WORKERS));
+        for (id, queues) in all.into_iter().take(MAX_LISTED_WORKERS) {
+            let queues: Vec<String> = queues
+                .split(',')
+                .filter(|q| !q.is_empty())
+                .map(str::to_string)
+                .collect();
+            let beat: Option<String> = conn.get(self.keys.heartbeat(&id)).await?;
+            let heartbeat_at = beat
+                .as_deref()
+                .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+                .and_then(|v| v.get("at").and_then(|a| a.as_str()).map(str::to_string))
+                .and_then(|at| chrono::DateTime::parse_from_rfc3339(&at).ok())
+                .map(|t| t.with_timezone(&Utc));
+            let mut holding = std::collections::BTreeMap::new();
+            for q in &queues {
+                let n: i64 = conn.llen(self.keys.processing(q, &id)).await?;
+                holding.insert(q.clone(), n);
+            }
+            out.push(WorkerInfo {
+                alive: beat.is_some(),
+                id,
+                queues,
+                heartbeat_at,
+                holding,
+            });
+        }
+        Ok(out)
     }
 
     /// Removes a worker that stopped cleanly (its lists are empty by then).

@@ -37,6 +37,8 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
+use hookfleet_core::http::{bearer, same_secret, Exposure, ServeLimits};
+
 use crate::emit::{Batch, EmitError, Event, Producer, MAX_DOCUMENT_BYTES};
 
 /// Events per batch request: one transaction of a few thousand rows at most.
@@ -53,9 +55,7 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// largest batch on a slow link.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The shortest token accepted: guessing 16 random characters is out of
-/// reach; a word is not.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub use hookfleet_core::http::MIN_TOKEN_LEN;
 
 /// How long a stopping ingest waits for requests in progress: longer than a
 /// body read and an emit take.
@@ -153,47 +153,23 @@ pub fn count_values(raw: &str) -> usize {
     values
 }
 
-/// Why the ingest will not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("refusing to serve on {0} without a token: anyone who can reach it could make hookfleet sign events; set --token (HOOKFLEET_INGEST_TOKEN) or listen on a loopback address")]
-    NoToken(SocketAddr),
-    #[error("the token is empty; give a real one (or none, on a loopback address)")]
-    EmptyToken,
-    #[error("the token is shorter than {MIN_TOKEN_LEN} characters; use a random one (e.g. openssl rand -hex 32)")]
-    ShortToken,
-    #[error("cannot listen on {0}: {1}")]
-    Listen(SocketAddr, std::io::Error),
-}
+pub use hookfleet_core::http::ServeError;
+
+/// What an open ingest lets anyone do, and the flag that closes it.
+const EXPOSURE: Exposure = Exposure {
+    risk: "make hookfleet sign events",
+    token_flag: "--token (HOOKFLEET_INGEST_TOKEN)",
+};
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
-}
-
-/// Compares without an early exit, so the time taken says nothing of the token.
-/// Compares digests without an early exit, so the time taken says nothing
-/// of the token, its length included.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
 }
 
 fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
     let Some(token) = &ingest.token else {
         return true;
     };
-    let given = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim())
-        .unwrap_or("");
-    same(given.as_bytes(), token.as_bytes())
+    same_secret(bearer(headers).as_bytes(), token.as_bytes())
 }
 
 /// Reads a request body of at most `limit` bytes within `within`.
@@ -433,12 +409,7 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
 
 /// Checks the address and token before anything listens.
 pub fn check_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
-    match token {
-        Some(t) if t.trim().is_empty() => Err(ServeError::EmptyToken),
-        Some(t) if t.trim().chars().count() < MIN_TOKEN_LEN => Err(ServeError::ShortToken),
-        None if !listen.ip().is_loopback() => Err(ServeError::NoToken(listen)),
-        _ => Ok(()),
-    }
+    hookfleet_core::http::check_exposure(listen, &[token], EXPOSURE)
 }
 
 /// Serves until `shutdown` resolves, then lets requests in progress finish.
@@ -450,56 +421,14 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     check_exposure(listen, token.as_deref())?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| ServeError::Listen(listen, e))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| ServeError::Listen(listen, e))?;
+    let (listener, local) = hookfleet_core::http::bind(listen).await?;
     tracing::info!(addr = %local, authenticated = token.is_some(), "ingest listening");
     let app = router(producer, token, limits);
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    tokio::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = &mut shutdown => break,
-        };
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors, say: wait, do not spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-        let watched = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = watched.await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(SHUTDOWN_WAIT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in progress after the shutdown wait; stopping anyway");
-    }
+    let serve_limits = ServeLimits {
+        max_connections: limits.max_connections,
+        header_read_timeout: limits.header_read_timeout,
+        shutdown_wait: SHUTDOWN_WAIT,
+    };
+    hookfleet_core::http::serve(listener, app, serve_limits, shutdown).await;
     Ok(())
 }

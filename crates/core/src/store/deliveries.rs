@@ -890,6 +890,27 @@ pub fn replay_bulk(
         .collect())
 }
 
+/// How many rows [`replay_bulk`] would replay now (its dry run).
+pub fn count_bulk(
+    conn: &mut PgConnection,
+    webhook_id: i64,
+    status: DeliveryStatus,
+    since: DateTime<Utc>,
+) -> Result<i64, StoreError> {
+    if status == DeliveryStatus::Queued {
+        return Err(StoreError::Refused(Refusal::BulkQueued));
+    }
+    let n: CountRow = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM webhook_request_logs l
+         WHERE l.webhook_id = $1 AND l.status = $2 AND l.updated_at >= $3 AND {LEASE_FREE}"
+    ))
+    .bind::<BigInt, _>(webhook_id)
+    .bind::<sql_types::DeliveryStatus, _>(status)
+    .bind::<Timestamptz, _>(since)
+    .get_result(conn)?;
+    Ok(n.n)
+}
+
 /// Whose rows a filter by webhook name selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WebhookRows {
@@ -914,11 +935,20 @@ pub fn webhook_rows(conn: &mut PgConnection, name: &str) -> Result<WebhookRows, 
     })
 }
 
-/// Filters for `delivery list`.
+/// Filters for `delivery list` and the API's delivery list.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub status: Option<DeliveryStatus>,
     pub webhook: Option<WebhookRows>,
+    /// The document's name (Frappe's `name`, e.g. SO-0001), exactly.
+    pub document: Option<String>,
+    pub event: Option<String>,
+    /// Recorded at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Recorded before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// Only rows with a smaller id (the next page after the last one seen).
+    pub before_id: Option<i64>,
     pub limit: i64,
 }
 
@@ -938,6 +968,21 @@ pub fn list(conn: &mut PgConnection, filter: &ListFilter) -> Result<Vec<Delivery
                 .filter(webhook_request_logs::webhook_name.eq(name))
         }
         None => {}
+    }
+    if let Some(d) = &filter.document {
+        q = q.filter(webhook_request_logs::entity_name.eq(d));
+    }
+    if let Some(e) = &filter.event {
+        q = q.filter(webhook_request_logs::event.eq(e));
+    }
+    if let Some(t) = filter.since {
+        q = q.filter(webhook_request_logs::created_at.ge(t));
+    }
+    if let Some(t) = filter.until {
+        q = q.filter(webhook_request_logs::created_at.lt(t));
+    }
+    if let Some(id) = filter.before_id {
+        q = q.filter(webhook_request_logs::id.lt(id));
     }
     Ok(q.order(webhook_request_logs::id.desc())
         .limit(filter.limit.max(1))
@@ -1108,4 +1153,44 @@ pub fn counts(conn: &mut PgConnection, limits: CountLimits) -> Result<Counts, St
         oldest_due: next_due.filter(|t| *t <= Utc::now()),
         next_due,
     })
+}
+
+/// Attempts that started in one minute, by outcome.
+#[derive(Debug, Clone, QueryableByName, Serialize)]
+pub struct MinuteCount {
+    #[diesel(sql_type = Timestamptz)]
+    pub minute: DateTime<Utc>,
+    /// Answered 2xx.
+    #[diesel(sql_type = BigInt)]
+    pub ok: i64,
+    /// Anything else (an error status, a timeout, a refused connection).
+    #[diesel(sql_type = BigInt)]
+    pub failed: i64,
+}
+
+/// Attempts per minute over the last `minutes` minutes, oldest first, one
+/// entry per minute (zeros included). Reads the attempts table through its
+/// BRIN index on started_at, so the table's size does not matter.
+pub fn attempts_per_minute(
+    conn: &mut PgConnection,
+    minutes: i32,
+) -> Result<Vec<MinuteCount>, StoreError> {
+    Ok(diesel::sql_query(
+        "WITH m AS (
+             SELECT generate_series(date_trunc('minute', now()) - ($1 - 1) * interval '1 minute',
+                                    date_trunc('minute', now()), interval '1 minute') AS minute
+         ), a AS (
+             SELECT date_trunc('minute', started_at) AS minute,
+                    count(*) FILTER (WHERE error IS NULL AND response_code BETWEEN 200 AND 299) AS ok,
+                    count(*) FILTER (WHERE NOT (error IS NULL AND response_code BETWEEN 200 AND 299)
+                                        OR response_code IS NULL) AS failed
+             FROM webhook_delivery_attempts
+             WHERE started_at >= date_trunc('minute', now()) - ($1 - 1) * interval '1 minute'
+             GROUP BY 1
+         )
+         SELECT m.minute, coalesce(a.ok, 0) AS ok, coalesce(a.failed, 0) AS failed
+         FROM m LEFT JOIN a USING (minute) ORDER BY m.minute",
+    )
+    .bind::<Integer, _>(minutes)
+    .load(conn)?)
 }

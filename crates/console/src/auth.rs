@@ -1,0 +1,294 @@
+//! Who is asking: bearer tokens for the API, a signed session cookie for the
+//! pages, CSRF tokens bound to the session for the pages' actions.
+
+use std::time::Duration;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use hookfleet_core::http::{bearer, same_secret};
+
+use crate::ApiError;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How long a page session lasts after the token was typed: a working day.
+/// The key that signs sessions is made when the console starts, so a
+/// restart also ends every session.
+pub const SESSION_LIFE: Duration = Duration::from_secs(12 * 3600);
+
+/// The session cookie's name.
+pub const COOKIE: &str = "hookfleet_console";
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Full,
+    Read,
+}
+
+/// The caller, as logged with every action: the name of the token used.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor {
+    pub name: &'static str,
+    pub role: Role,
+}
+
+impl Actor {
+    /// Refuses a read-only caller an action.
+    pub fn may_act(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Full => Ok(()),
+            Role::Read => Err(ApiError(
+                StatusCode::FORBIDDEN,
+                "this token is read-only".into(),
+            )),
+        }
+    }
+}
+
+/// The configured tokens and the key that signs sessions.
+pub struct Tokens {
+    full: Option<String>,
+    read: Option<String>,
+    key: [u8; 32],
+}
+
+impl Tokens {
+    pub fn new(full: Option<String>, read: Option<String>) -> Tokens {
+        Tokens {
+            full: full.map(|t| t.trim().to_string()),
+            read: read.map(|t| t.trim().to_string()),
+            key: hookfleet_core::at_rest::random_bytes(),
+        }
+    }
+
+    pub fn has_full(&self) -> bool {
+        self.full.is_some()
+    }
+
+    pub fn has_read(&self) -> bool {
+        self.read.is_some()
+    }
+
+    /// No token configured: loopback only, everyone there has full access.
+    fn open(&self) -> bool {
+        self.full.is_none() && self.read.is_none()
+    }
+
+    /// The actor a token names, if it is one of ours. Both are compared,
+    /// whatever the first gave, so the time taken says nothing.
+    pub fn actor_of(&self, given: &str) -> Option<Actor> {
+        let full = self
+            .full
+            .as_deref()
+            .is_some_and(|t| same_secret(given.as_bytes(), t.as_bytes()));
+        let read = self
+            .read
+            .as_deref()
+            .is_some_and(|t| same_secret(given.as_bytes(), t.as_bytes()));
+        if given.is_empty() {
+            return None;
+        }
+        if full {
+            Some(Actor {
+                name: "token",
+                role: Role::Full,
+            })
+        } else if read {
+            Some(Actor {
+                name: "read-token",
+                role: Role::Read,
+            })
+        } else {
+            None
+        }
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> Vec<u8> {
+        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC takes keys of any length");
+        for p in parts {
+            mac.update(&(p.len() as u64).to_be_bytes());
+            mac.update(p);
+        }
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// A session cookie's value for `role`, valid for [`SESSION_LIFE`].
+    pub fn session_for(&self, role: Role) -> String {
+        let expires = chrono::Utc::now().timestamp() + SESSION_LIFE.as_secs() as i64;
+        let nonce: [u8; 16] = hookfleet_core::at_rest::random_bytes();
+        let body = format!(
+            "{}.{expires}.{}",
+            match role {
+                Role::Full => "full",
+                Role::Read => "read",
+            },
+            URL_SAFE_NO_PAD.encode(nonce)
+        );
+        let sig = URL_SAFE_NO_PAD.encode(self.mac(&[b"session", body.as_bytes()]));
+        format!("{body}.{sig}")
+    }
+
+    /// The actor of a session cookie, if it is ours and current.
+    fn actor_of_session(&self, value: &str) -> Option<Actor> {
+        let (body, sig) = value.rsplit_once('.')?;
+        let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
+        let want = self.mac(&[b"session", body.as_bytes()]);
+        if !same_secret(&sig, &want) {
+            return None;
+        }
+        let mut fields = body.split('.');
+        let role = match fields.next()? {
+            "full" if self.full.is_some() => Role::Full,
+            "read" if self.read.is_some() => Role::Read,
+            _ => return None,
+        };
+        let expires: i64 = fields.next()?.parse().ok()?;
+        if chrono::Utc::now().timestamp() >= expires {
+            return None;
+        }
+        Some(Actor {
+            name: match role {
+                Role::Full => "token",
+                Role::Read => "read-token",
+            },
+            role,
+        })
+    }
+
+    /// The CSRF token of the session `session` (its cookie's value, or ""
+    /// on an open loopback console).
+    pub fn csrf_for(&self, session: &str) -> String {
+        URL_SAFE_NO_PAD.encode(self.mac(&[b"csrf", session.as_bytes()]))
+    }
+
+    /// Whether `given` is the CSRF token of `session`.
+    pub fn csrf_ok(&self, session: &str, given: &str) -> bool {
+        !given.is_empty() && same_secret(given.as_bytes(), self.csrf_for(session).as_bytes())
+    }
+}
+
+/// The session cookie's value in a request, if any.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// An API caller: a bearer token, or anyone on an open loopback console.
+pub struct ApiActor(pub Actor);
+
+impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &std::sync::Arc<crate::Console>,
+    ) -> Result<Self, Self::Rejection> {
+        let tokens = &console.tokens;
+        if tokens.open() {
+            return Ok(ApiActor(Actor {
+                name: "loopback",
+                role: Role::Full,
+            }));
+        }
+        tokens
+            .actor_of(bearer(&parts.headers))
+            .map(ApiActor)
+            .ok_or_else(|| {
+                ApiError(
+                    StatusCode::UNAUTHORIZED,
+                    "missing or wrong bearer token (Authorization: Bearer <token>)".into(),
+                )
+            })
+    }
+}
+
+/// A page visitor: their session (None on an open loopback console, or
+/// when they have not logged in: the page then asks for a token).
+pub struct PageActor {
+    pub actor: Option<Actor>,
+    /// The session cookie's value ("" on an open console): what the CSRF
+    /// token is bound to.
+    pub session: String,
+}
+
+impl FromRequestParts<std::sync::Arc<crate::Console>> for PageActor {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &std::sync::Arc<crate::Console>,
+    ) -> Result<Self, Self::Rejection> {
+        let tokens = &console.tokens;
+        if tokens.open() {
+            return Ok(PageActor {
+                actor: Some(Actor {
+                    name: "loopback",
+                    role: Role::Full,
+                }),
+                session: String::new(),
+            });
+        }
+        let session = session_cookie(&parts.headers).unwrap_or("").to_string();
+        Ok(PageActor {
+            actor: tokens.actor_of_session(&session),
+            session,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_accepted_until_it_is_altered() {
+        let t = Tokens::new(Some("f".repeat(20)), Some("r".repeat(20)));
+        let s = t.session_for(Role::Read);
+        assert_eq!(t.actor_of_session(&s).map(|a| a.role), Some(Role::Read));
+        let forged = s.replacen("read", "full", 1);
+        assert!(
+            t.actor_of_session(&forged).is_none(),
+            "a changed role breaks the signature"
+        );
+        let other = Tokens::new(Some("f".repeat(20)), Some("r".repeat(20)));
+        assert!(
+            other.actor_of_session(&s).is_none(),
+            "another console's key"
+        );
+    }
+
+    #[test]
+    fn a_csrf_token_belongs_to_its_session() {
+        let t = Tokens::new(Some("f".repeat(20)), None);
+        let a = t.session_for(Role::Full);
+        let b = t.session_for(Role::Full);
+        assert!(t.csrf_ok(&a, &t.csrf_for(&a)));
+        assert!(!t.csrf_ok(&b, &t.csrf_for(&a)));
+        assert!(!t.csrf_ok(&a, ""));
+    }
+
+    #[test]
+    fn tokens_name_their_actor() {
+        let t = Tokens::new(Some("f".repeat(20)), Some("r".repeat(20)));
+        assert_eq!(t.actor_of(&"f".repeat(20)).map(|a| a.name), Some("token"));
+        assert_eq!(
+            t.actor_of(&"r".repeat(20)).map(|a| a.name),
+            Some("read-token")
+        );
+        assert!(t.actor_of("").is_none());
+        assert!(t.actor_of("nope").is_none());
+    }
+}

@@ -1,0 +1,182 @@
+//! `hookfleet console`: the management API under `/api/v1` (JSON, described
+//! by `/api/v1/openapi.json`) and server-rendered pages for people, over the
+//! same core functions the CLI calls.
+//!
+//! Access:
+//! - `--token` (full access) and `--read-token` (read-only), each at least
+//!   [`MIN_TOKEN_LEN`] characters. The API takes them as
+//!   `Authorization: Bearer T`; the pages ask for one once and keep a signed
+//!   session cookie (HttpOnly, SameSite=Strict) for [`SESSION_LIFE`].
+//! - With no token at all the console serves loopback only, to whoever can
+//!   reach it there (as the ingest does).
+//! - Every action is a POST; the pages' forms carry a CSRF token bound to the
+//!   session, and a POST without it is refused. The API's bearer token is
+//!   not sent by browsers on their own, so it needs none.
+//! - Every action is logged at info with the name of the token that did it
+//!   (`token`, `read-token` or `loopback`).
+//! - Secrets are never shown; header values that look like credentials are
+//!   hidden (the views of [`hookfleet_core::views`]).
+
+mod api;
+mod auth;
+mod pages;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+
+use hookfleet_core::http::{Exposure, ServeError, ServeLimits};
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::store::Store;
+
+pub use api::{api_routes, OPENAPI};
+pub use auth::SESSION_LIFE;
+pub use hookfleet_core::http::MIN_TOKEN_LEN;
+
+/// Connections served at once: people and scripts, not a fleet.
+pub const MAX_CONNECTIONS: usize = 128;
+
+/// How long a caller has to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a stopping console waits for requests in progress (a bulk
+/// replay of many rows takes seconds).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// The most rows one list returns: a page a person reads, or a script
+/// walks with `before`.
+pub const MAX_LIST_LIMIT: i64 = 1_000;
+
+/// Rows a list returns when the caller does not say.
+pub const DEFAULT_LIST_LIMIT: i64 = 50;
+
+/// Bytes of a request body the console reads (a pause reason, a bulk
+/// replay's filter, a login form).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+const EXPOSURE: Exposure = Exposure {
+    risk: "replay, pause and read every delivery",
+    token_flag: "--token (HOOKFLEET_CONSOLE_TOKEN) or --read-token (HOOKFLEET_CONSOLE_READ_TOKEN)",
+};
+
+/// What `hookfleet console` serves with.
+pub struct Console {
+    pub store: Store,
+    pub queue: RedisQueue,
+    /// How long a replayed row's in-flight key lives (the queue grace).
+    pub key_ttl: Duration,
+    tokens: auth::Tokens,
+}
+
+impl Console {
+    pub fn new(
+        store: Store,
+        queue: RedisQueue,
+        key_ttl: Duration,
+        token: Option<String>,
+        read_token: Option<String>,
+    ) -> Console {
+        Console {
+            store,
+            queue,
+            key_ttl,
+            tokens: auth::Tokens::new(token, read_token),
+        }
+    }
+}
+
+/// A refusal or failure as the API returns it: a status and
+/// `{"error": "..."}`; the pages show the same message.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, message.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<hookfleet_core::StoreError> for ApiError {
+    fn from(e: hookfleet_core::StoreError) -> ApiError {
+        use hookfleet_core::StoreError as E;
+        let status = match &e {
+            E::NotFound(_) => StatusCode::NOT_FOUND,
+            E::Refused(_) => StatusCode::CONFLICT,
+            E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+impl From<hookfleet_core::QueueError> for ApiError {
+    fn from(e: hookfleet_core::QueueError) -> ApiError {
+        ApiError(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+    }
+}
+
+impl From<hookfleet_core::ops::OpsError> for ApiError {
+    fn from(e: hookfleet_core::ops::OpsError) -> ApiError {
+        use hookfleet_core::ops::OpsError as E;
+        match e {
+            E::Store(e) => e.into(),
+            E::Queue(e) => e.into(),
+            E::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
+            E::Partial(m) => ApiError(StatusCode::SERVICE_UNAVAILABLE, m),
+        }
+    }
+}
+
+/// The console's routes: the API, the pages, and a liveness probe.
+pub fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .merge(api::router())
+        .merge(pages::router())
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(console)
+}
+
+/// Checks the address and tokens before anything listens.
+pub fn check_exposure(
+    listen: SocketAddr,
+    token: Option<&str>,
+    read_token: Option<&str>,
+) -> Result<(), ServeError> {
+    hookfleet_core::http::check_exposure(listen, &[token, read_token], EXPOSURE)
+}
+
+/// Serves until `shutdown` resolves. `on_listen` gets the address bound
+/// (port 0 picks a free one).
+pub async fn serve(
+    listen: SocketAddr,
+    console: Console,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_listen: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let (listener, local) = hookfleet_core::http::bind(listen).await?;
+    tracing::info!(
+        addr = %local,
+        full_token = console.tokens.has_full(),
+        read_token = console.tokens.has_read(),
+        "console listening"
+    );
+    on_listen(local);
+    let limits = ServeLimits {
+        max_connections: MAX_CONNECTIONS,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        shutdown_wait: SHUTDOWN_WAIT,
+    };
+    hookfleet_core::http::serve(listener, router(Arc::new(console)), limits, shutdown).await;
+    Ok(())
+}

@@ -1,0 +1,814 @@
+//! The console's pages: server-rendered HTML (minijinja, every value
+//! escaped), a stylesheet and a few lines of JavaScript that show times in
+//! the viewer's time zone. Every button is a form POST carrying the
+//! session's CSRF token, and calls the same action as the API.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use minijinja::{context, Environment, Value};
+use serde::Serialize;
+
+use hookfleet_core::store::deliveries::held_until;
+use hookfleet_core::views::{DeliveryView, WebhookView};
+
+use crate::api::{actions, parse_id, ListQuery};
+use crate::auth::{self, Actor, PageActor, Role};
+use crate::{ApiError, Console};
+
+/// Minutes the overview's chart covers.
+pub const CHART_MINUTES: i32 = 60;
+
+/// Deliveries a webhook's page lists (the deliveries page pages on).
+pub const WEBHOOK_PAGE_ROWS: i64 = 50;
+
+const CSS: &str = include_str!("static/console.css");
+const JS: &str = include_str!("static/console.js");
+
+static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("layout.html", include_str!("templates/layout.html")),
+        ("login.html", include_str!("templates/login.html")),
+        ("overview.html", include_str!("templates/overview.html")),
+        ("webhooks.html", include_str!("templates/webhooks.html")),
+        ("webhook.html", include_str!("templates/webhook.html")),
+        ("deliveries.html", include_str!("templates/deliveries.html")),
+        ("delivery.html", include_str!("templates/delivery.html")),
+        ("dead.html", include_str!("templates/dead.html")),
+        ("error.html", include_str!("templates/error.html")),
+    ] {
+        env.add_template(name, source)
+            .expect("the console's templates parse");
+    }
+    env.add_filter("urlencode", |s: String| path_segment(&s));
+    env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
+    env
+});
+
+/// `s` as one URL path segment: everything but unreserved characters
+/// percent-encoded.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+pub fn router() -> Router<Arc<Console>> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/webhooks", get(webhooks))
+        .route("/webhooks/{name}", get(webhook))
+        .route("/webhooks/{name}/pause", post(pause))
+        .route("/webhooks/{name}/resume", post(resume))
+        .route("/deliveries", get(deliveries))
+        .route("/deliveries/{id}", get(delivery))
+        .route("/deliveries/{id}/retry", post(retry))
+        .route("/dead-letters", get(dead_letters))
+        .route("/dead-letters/{id}/requeue", post(dead_requeue))
+        .route("/dead-letters/{id}/purge", post(dead_purge))
+        .route("/static/console.css", get(|| asset("text/css", CSS)))
+        .route("/static/console.js", get(|| asset("text/javascript", JS)))
+}
+
+async fn asset(kind: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The visitor as a template sees them.
+#[derive(Serialize)]
+struct Who {
+    name: &'static str,
+    can_act: bool,
+}
+
+/// What every page passes to the layout.
+struct Page<'a> {
+    title: &'a str,
+    section: &'a str,
+    actor: Actor,
+    csrf: String,
+    notice: Option<String>,
+    q: Option<String>,
+}
+
+impl Page<'_> {
+    fn new<'a>(
+        title: &'a str,
+        section: &'a str,
+        visitor: &PageActor,
+        console: &Console,
+        actor: Actor,
+    ) -> Page<'a> {
+        Page {
+            title,
+            section,
+            actor,
+            csrf: console.tokens.csrf_for(&visitor.session),
+            notice: None,
+            q: None,
+        }
+    }
+
+    fn who(&self) -> Who {
+        Who {
+            name: self.actor.name,
+            can_act: self.actor.role == Role::Full,
+        }
+    }
+
+    /// Renders `template` with `ctx` (plus `actor` and `csrf`) inside the
+    /// layout.
+    fn render(&self, template: &str, ctx: Value) -> Response {
+        let base = context! { actor => self.who(), csrf => &self.csrf };
+        match TEMPLATES
+            .get_template(template)
+            .and_then(|t| t.render(context! { ..ctx, ..base }))
+        {
+            Ok(html) => self.wrap(html),
+            Err(e) => failed(&e),
+        }
+    }
+
+    /// Puts rendered `content` inside the layout.
+    fn wrap(&self, content: String) -> Response {
+        let page = TEMPLATES.get_template("layout.html").and_then(|t| {
+            t.render(context! {
+                title => self.title,
+                section => self.section,
+                notice => &self.notice,
+                q => &self.q,
+                content => Value::from_safe_string(content),
+                actor => self.who(),
+                csrf => &self.csrf,
+            })
+        });
+        match page {
+            Ok(html) => no_store(Html(html).into_response()),
+            Err(e) => failed(&e),
+        }
+    }
+}
+
+/// Pages show live state and a CSRF token: never cached.
+fn no_store(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut().insert(
+        header::HeaderName::from_static("x-frame-options"),
+        HeaderValue::from_static("DENY"),
+    );
+    r.headers_mut().insert(
+        header::HeaderName::from_static("content-security-policy"),
+        HeaderValue::from_static(
+            "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'",
+        ),
+    );
+    r
+}
+
+fn failed(e: &minijinja::Error) -> Response {
+    tracing::error!(error = %e, "a console page did not render");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the page did not render; see the console's log",
+    )
+        .into_response()
+}
+
+/// A page for an error of an action or a read.
+fn error_page(page: &Page, e: ApiError) -> Response {
+    let mut r = page.render(
+        "error.html",
+        context! { heading => status_heading(e.0), message => e.1 },
+    );
+    *r.status_mut() = e.0;
+    r
+}
+
+fn status_heading(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::FORBIDDEN => "Not allowed",
+        StatusCode::CONFLICT => "Refused",
+        StatusCode::BAD_REQUEST => "Bad request",
+        StatusCode::SERVICE_UNAVAILABLE => "Unavailable",
+        _ => "Failed",
+    }
+}
+
+/// The login page, for a visitor without a session (status 401).
+fn ask_login(next: &str) -> Response {
+    let content = TEMPLATES.get_template("login.html").and_then(|t| {
+        t.render(context! { next => safe_next(next), hours => auth::SESSION_LIFE.as_secs() / 3600 })
+    });
+    let page = content.and_then(|c| {
+        TEMPLATES.get_template("layout.html").and_then(|t| {
+            t.render(context! { title => "Log in", content => Value::from_safe_string(c) })
+        })
+    });
+    match page {
+        Ok(html) => {
+            let mut r = no_store(Html(html).into_response());
+            *r.status_mut() = StatusCode::UNAUTHORIZED;
+            r
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+/// A local path to go back to (never another site: `//host` and schemes
+/// are refused).
+fn safe_next(next: &str) -> &str {
+    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') {
+        next
+    } else {
+        "/"
+    }
+}
+
+/// The visitor's actor, or the login page.
+macro_rules! visitor {
+    ($visitor:expr, $next:expr) => {
+        match $visitor.actor {
+            Some(a) => a,
+            None => return ask_login($next),
+        }
+    };
+}
+
+async fn login_form(visitor: PageActor) -> Response {
+    if visitor.actor.is_some() {
+        return Redirect::to("/").into_response();
+    }
+    ask_login("/")
+}
+
+async fn login(
+    State(c): State<Arc<Console>>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let given = form.get("token").map(|t| t.trim()).unwrap_or("");
+    let next = safe_next(form.get("next").map(String::as_str).unwrap_or("/")).to_string();
+    let Some(actor) = c.tokens.actor_of(given) else {
+        tracing::warn!("console login refused: wrong token");
+        let mut r = ask_login(&next);
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        return r;
+    };
+    tracing::info!(actor = actor.name, "console login");
+    let cookie = format!(
+        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        auth::COOKIE,
+        c.tokens.session_for(actor.role),
+        auth::SESSION_LIFE.as_secs()
+    );
+    let mut r = Redirect::to(&next).into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// Checks a form's CSRF token against the visitor's session.
+fn csrf_checked(
+    c: &Console,
+    visitor: &PageActor,
+    form: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    let given = form.get("csrf").map(String::as_str).unwrap_or("");
+    if c.tokens.csrf_ok(&visitor.session, given) {
+        Ok(())
+    } else {
+        tracing::warn!("console action refused: missing or wrong CSRF token");
+        Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "the form's CSRF token is missing or stale; reload the page and try again".into(),
+        ))
+    }
+}
+
+async fn logout(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if csrf_checked(&c, &visitor, &form).is_err() {
+        return (StatusCode::FORBIDDEN, "missing or stale CSRF token").into_response();
+    }
+    let mut r = Redirect::to("/login").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "hookfleet_console=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    r
+}
+
+/// One bar of the overview's chart (SVG units).
+#[derive(Serialize)]
+struct Bar {
+    x: f64,
+    ok: i64,
+    failed: i64,
+    ok_y: f64,
+    ok_h: f64,
+    failed_y: f64,
+    failed_h: f64,
+    label: String,
+}
+
+#[derive(Serialize)]
+struct Chart {
+    width: u32,
+    height: u32,
+    bar: f64,
+    bars: Vec<Bar>,
+    peak: i64,
+    total_ok: i64,
+    total_failed: i64,
+}
+
+/// Stacked bars, failures on top, scaled to the busiest minute.
+fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
+    const W: u32 = 600;
+    const H: u32 = 120;
+    let slot = W as f64 / minutes.len().max(1) as f64;
+    let peak = minutes.iter().map(|m| m.ok + m.failed).max().unwrap_or(0);
+    let scale = if peak > 0 {
+        H as f64 / peak as f64
+    } else {
+        0.0
+    };
+    let bars = minutes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let ok_h = m.ok as f64 * scale;
+            let failed_h = m.failed as f64 * scale;
+            Bar {
+                x: i as f64 * slot,
+                ok: m.ok,
+                failed: m.failed,
+                ok_y: H as f64 - ok_h,
+                ok_h,
+                failed_y: H as f64 - ok_h - failed_h,
+                failed_h,
+                label: m.minute.format("%H:%M UTC").to_string(),
+            }
+        })
+        .collect();
+    Chart {
+        width: W,
+        height: H,
+        bar: (slot * 0.8).max(1.0),
+        bars,
+        peak,
+        total_ok: minutes.iter().map(|m| m.ok).sum(),
+        total_failed: minutes.iter().map(|m| m.failed).sum(),
+    }
+}
+
+async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
+    let actor = visitor!(visitor, "/");
+    let page = Page::new("Overview", "overview", &visitor, &c, actor);
+    let started = std::time::Instant::now();
+    let stats = match hookfleet_core::ops::stats(&c.store, &c.queue).await {
+        Ok(s) => s,
+        Err(e) => return error_page(&page, e.into()),
+    };
+    let minutes = match actions::activity(&c, CHART_MINUTES).await {
+        Ok(m) => m,
+        Err(e) => return error_page(&page, e),
+    };
+    let (workers, workers_error) = match c.queue.workers().await {
+        Ok(w) => (w, None),
+        Err(e) => (Vec::new(), Some(format!("Redis did not answer: {e}"))),
+    };
+    let r = page.render(
+        "overview.html",
+        context! {
+            about => if stats.rows_estimated { "~" } else { "" },
+            stats => Value::from_serialize(&stats),
+            chart => Value::from_serialize(chart(&minutes)),
+            workers => Value::from_serialize(&workers),
+            workers_error,
+        },
+    );
+    served("overview", started);
+    r
+}
+
+/// Logs how long a page took on the server (the figure the console's
+/// performance notes quote).
+fn served(page: &str, started: std::time::Instant) {
+    tracing::debug!(
+        page,
+        ms = started.elapsed().as_millis() as u64,
+        "console page served"
+    );
+}
+
+async fn webhooks(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let actor = visitor!(visitor, "/webhooks");
+    let mut page = Page::new("Webhooks", "webhooks", &visitor, &c, actor);
+    page.notice = q.get("done").cloned();
+    let (all, mut health) = match actions::webhooks_with_health(&c).await {
+        Ok(v) => v,
+        Err(e) => return error_page(&page, e),
+    };
+    let views: Vec<WebhookView> = all
+        .iter()
+        .map(|w| WebhookView::new(w, health.remove(&w.id).unwrap_or_default(), false))
+        .collect();
+    page.render(
+        "webhooks.html",
+        context! { webhooks => Value::from_serialize(&views) },
+    )
+}
+
+/// A delivery row as the lists show it.
+fn delivery_rows(rows: &[hookfleet_core::model::DeliveryLog]) -> Value {
+    let held = held_until();
+    Value::from_serialize(
+        rows.iter()
+            .map(|d| {
+                let mut v = serde_json::to_value(DeliveryView::new(d)).unwrap_or_default();
+                v["held"] = serde_json::Value::Bool(d.next_retry == Some(held));
+                v
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Renders the rows of a delivery list (the table alone, for embedding).
+fn delivery_table(
+    page: &Page,
+    rows: &[hookfleet_core::model::DeliveryLog],
+    next: Option<String>,
+    heading: bool,
+    f: &ListQuery,
+) -> Result<String, minijinja::Error> {
+    TEMPLATES.get_template("deliveries.html")?.render(context! {
+        rows => delivery_rows(rows),
+        next,
+        heading,
+        f => context! {
+            webhook => &f.webhook, status => &f.status, document => &f.document,
+            event => &f.event, since => &f.since,
+        },
+        actor => page.who(),
+        csrf => &page.csrf,
+    })
+}
+
+async fn webhook(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(name): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let actor = visitor!(visitor, &format!("/webhooks/{}", path_segment(&name)));
+    let title = format!("Webhook {name}");
+    let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
+    page.notice = q.get("done").cloned();
+    let (w, health) = match actions::webhook_with_health(&c, &name).await {
+        Ok(v) => v,
+        Err(e) => return error_page(&page, e),
+    };
+    let list = ListQuery {
+        webhook: Some(name.clone()),
+        limit: Some(WEBHOOK_PAGE_ROWS),
+        ..ListQuery::default()
+    };
+    let rows = match actions::deliveries(&c, &list).await {
+        Ok(r) => r,
+        Err(e) => return error_page(&page, e),
+    };
+    let next = (rows.len() as i64 == WEBHOOK_PAGE_ROWS).then(|| {
+        format!(
+            "/deliveries?webhook={}&before={}",
+            path_segment(&name),
+            rows.last().map_or(0, |r| r.id)
+        )
+    });
+    let table = match delivery_table(&page, &rows, next, false, &list) {
+        Ok(t) => t,
+        Err(e) => return failed(&e),
+    };
+    page.render(
+        "webhook.html",
+        context! {
+            w => Value::from_serialize(WebhookView::new(&w, health, false)),
+            deliveries => Value::from_safe_string(table),
+        },
+    )
+}
+
+/// A form's fields, and where to go afterwards (a local path only).
+fn back(form: &HashMap<String, String>, default: String) -> String {
+    form.get("back")
+        .map(|b| safe_next(b).to_string())
+        .filter(|b| b != "/")
+        .unwrap_or(default)
+}
+
+/// After an action: back to the page, saying what happened.
+fn done(to: &str, message: &str) -> Response {
+    let sep = if to.contains('?') { '&' } else { '?' };
+    let query: String = message
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    Redirect::to(&format!("{to}{sep}done={query}")).into_response()
+}
+
+/// Runs a page action: the visitor logged in, the CSRF token right, then
+/// `act` (which checks the role and logs), then back to `to`.
+macro_rules! action {
+    ($c:expr, $visitor:expr, $form:expr, $to:expr, |$actor:ident| $act:expr, $message:expr) => {{
+        let Some($actor) = $visitor.actor else {
+            return (StatusCode::UNAUTHORIZED, "log in first").into_response();
+        };
+        let page = Page::new("Refused", "", &$visitor, &$c, $actor);
+        if let Err(e) = csrf_checked(&$c, &$visitor, &$form) {
+            return error_page(&page, e);
+        }
+        match $act.await {
+            Ok(v) => done(AsRef::<str>::as_ref(&$to), &$message(v)),
+            Err(e) => error_page(&page, e),
+        }
+    }};
+}
+
+async fn pause(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(name): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let to = back(&form, format!("/webhooks/{}", path_segment(&name)));
+    let reason = form
+        .get("reason")
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .map(str::to_string);
+    action!(
+        c,
+        visitor,
+        form,
+        to,
+        |actor| actions::pause(&c, actor, &name, reason.as_deref()),
+        |_| format!("Paused {name}.")
+    )
+}
+
+async fn resume(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(name): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let to = back(&form, format!("/webhooks/{}", path_segment(&name)));
+    action!(
+        c,
+        visitor,
+        form,
+        to,
+        |actor| actions::resume(&c, actor, &name),
+        |v: serde_json::Value| format!(
+            "Resumed {name}: {} due deliveries, {} enqueued now.",
+            v["due"].as_u64().unwrap_or(0),
+            v["enqueued"].as_u64().unwrap_or(0)
+        )
+    )
+}
+
+async fn deliveries(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    q: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Response {
+    let actor = visitor!(visitor, "/deliveries");
+    let mut page = Page::new("Deliveries", "deliveries", &visitor, &c, actor);
+    let q = q.map(|Query(q)| q).unwrap_or_default();
+    let get = |k: &str| {
+        q.get(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    // The search box: a delivery id opens it; an event id (64 hex
+    // characters) or anything else searches documents by name.
+    if let Some(search) = get("q") {
+        page.q = Some(search.clone());
+        if let Ok(id) = search.parse::<i64>() {
+            return Redirect::to(&format!("/deliveries/{id}")).into_response();
+        }
+    }
+    let list = ListQuery {
+        webhook: get("webhook"),
+        status: get("status"),
+        document: get("document").or_else(|| get("q")),
+        event: get("event"),
+        since: get("since"),
+        until: get("until"),
+        before: get("before").and_then(|b| b.parse().ok()),
+        limit: None,
+    };
+    let started = std::time::Instant::now();
+    let rows = match actions::deliveries(&c, &list).await {
+        Ok(r) => r,
+        Err(e) => return error_page(&page, e),
+    };
+    let next = (rows.len() as i64 == crate::DEFAULT_LIST_LIMIT).then(|| {
+        let mut params: Vec<(String, String)> = q
+            .iter()
+            .filter(|(k, _)| k.as_str() != "before")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        params.sort();
+        params.push(("before".into(), rows.last().map_or(0, |r| r.id).to_string()));
+        let query: Vec<String> = params
+            .iter()
+            .map(|(k, v)| format!("{}={}", path_segment(k), path_segment(v)))
+            .collect();
+        format!("/deliveries?{}", query.join("&"))
+    });
+    let table = match delivery_table(&page, &rows, next, true, &list) {
+        Ok(t) => t,
+        Err(e) => return failed(&e),
+    };
+    served("deliveries", started);
+    page.wrap(table)
+}
+
+async fn delivery(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let actor = visitor!(visitor, &format!("/deliveries/{}", path_segment(&id)));
+    let title = format!("Delivery {id}");
+    let mut page = Page::new(&title, "deliveries", &visitor, &c, actor);
+    page.notice = q.get("done").cloned();
+    let id = match parse_id(&id) {
+        Ok(id) => id,
+        Err(e) => return error_page(&page, e),
+    };
+    let (row, attempts) = match actions::delivery(&c, id).await {
+        Ok(v) => v,
+        Err(e) => return error_page(&page, e),
+    };
+    let mut view = DeliveryView::new(&row);
+    view.attempt_log = Some(attempts.iter().collect());
+    page.render(
+        "delivery.html",
+        context! {
+            d => Value::from_serialize(&view),
+            held => row.next_retry == Some(held_until()),
+        },
+    )
+}
+
+async fn retry(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let to = format!("/deliveries/{}", path_segment(&id));
+    let force = form.get("force").is_some_and(|f| f == "true");
+    action!(
+        c,
+        visitor,
+        form,
+        to,
+        |actor| async {
+            let id = parse_id(&id)?;
+            actions::retry(&c, actor, id, force).await
+        },
+        |v: serde_json::Value| format!(
+            "Replayed: {} → Failed, due now ({}).",
+            v["previous_status"].as_str().unwrap_or("?"),
+            v["note"].as_str().unwrap_or("")
+        )
+    )
+}
+
+async fn dead_letters(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let actor = visitor!(visitor, "/dead-letters");
+    let mut page = Page::new("Dead letters", "dead", &visitor, &c, actor);
+    page.notice = q.get("done").cloned();
+    let letters = match c
+        .queue
+        .dead_letters(crate::DEFAULT_LIST_LIMIT as isize)
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => return error_page(&page, e.into()),
+    };
+    page.render(
+        "dead.html",
+        context! { letters => Value::from_serialize(&letters) },
+    )
+}
+
+async fn dead_requeue(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    action!(
+        c,
+        visitor,
+        form,
+        "/dead-letters",
+        |actor| actions::dead_requeue(&c, actor, &id),
+        |_| format!("Requeued {id}.")
+    )
+}
+
+async fn dead_purge(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    action!(
+        c,
+        visitor,
+        form,
+        "/dead-letters",
+        |actor| actions::dead_purge(&c, actor, &id),
+        |_| format!("Purged {id}.")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_renders_escaped() {
+        let env = &*TEMPLATES;
+        let html = env
+            .get_template("error.html")
+            .unwrap()
+            .render(context! { heading => "x", message => "<script>alert(1)</script>" })
+            .unwrap();
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(!html.contains("<script>"), "{html}");
+    }
+
+    #[test]
+    fn only_local_paths_are_followed_after_login() {
+        assert_eq!(safe_next("/webhooks"), "/webhooks");
+        assert_eq!(safe_next("//evil.example"), "/");
+        assert_eq!(safe_next("https://evil.example"), "/");
+        assert_eq!(safe_next("/\\evil.example"), "/");
+    }
+
+    #[test]
+    fn a_path_segment_escapes_everything_but_unreserved_characters() {
+        assert_eq!(path_segment("a b/c?d"), "a%20b%2Fc%3Fd");
+        assert_eq!(path_segment("orders-v2_x.y~"), "orders-v2_x.y~");
+    }
+}

@@ -1,0 +1,11 @@
+// Shows every <time datetime="..."> in the viewer's own time zone (the
+// server writes UTC); the title keeps the UTC value.
+document.querySelectorAll("time[datetime]").forEach((el) => {
+  const t = new Date(el.getAttribute("datetime"));
+  if (isNaN(t)) return;
+  el.title = el.getAttribute("datetime");
+  el.textContent = t.toLocaleString(undefined, {
+    year: "numeric", month: "short", day: "numeric",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+  });
+});

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS webhook_delivery_attempts_started_brin;

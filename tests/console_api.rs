@@ -1,0 +1,505 @@
+//! The management API (`hookfleet console`, `/api/v1`) against a real
+//! fleet: every route's answer, refused input (a clear JSON error and
+//! nothing written), tokens (none, wrong, read-only, full), the actions
+//! ending in real deliveries, and the pages' login, CSRF and escaping.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_testkit::{
+    csrf_of, spec, until, ConsoleServer, Receiver, Reply, TestEnv, ENTITY, FULL_TOKEN, READ_TOKEN,
+};
+
+/// A retry an hour away: a Failed row stays Failed for the test.
+fn slow_schedule() -> RetrySchedule {
+    RetrySchedule::parse("1h").expect("schedule")
+}
+
+/// A fleet with webhook `orders` to `receiver`, and `n` events emitted
+/// (SO-1..SO-n), delivered or failed by a worker per the receiver's replies.
+async fn fleet_with(env: &TestEnv, receiver: &Receiver, names: &[&str]) -> Vec<i64> {
+    let mut s = spec("orders", ENTITY, "on_submit", &receiver.url("/hook"));
+    s.headers.push(hookfleet_core::model::Header {
+        key: "Authorization".into(),
+        value: "Bearer do-not-show-me".into(),
+    });
+    env.add_webhook(&s);
+    let mut ids = Vec::new();
+    for name in names {
+        ids.push(env.submit(name).await.deliveries[0].id);
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_reads_what_the_cli_reads_and_filters_deliveries() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([Reply::status(500)]);
+    let ids = fleet_with(&env, &receiver, &["SO-1", "SO-2", "SO-3"]).await;
+    let worker = env.start_worker(4, slow_schedule());
+    let rows = env
+        .until_rows("all three attempted", |rows| {
+            rows.iter().all(|r| r.status != DeliveryStatus::Queued)
+        })
+        .await;
+    worker.stop().await;
+    let failed: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.status == DeliveryStatus::Failed)
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(failed.len(), 1, "one 500, two 2xx");
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    let t = Some(READ_TOKEN);
+
+    let stats = console.get("/api/v1/stats", t).await;
+    assert_eq!(stats.status, 200, "{}", stats.body);
+    let stats = stats.json();
+    assert_eq!(stats["rows"]["Delivered"], 2);
+    assert_eq!(stats["rows"]["Failed"], 1);
+    assert_eq!(stats["queues"]["default"], 0);
+
+    let hooks = console.get("/api/v1/webhooks", t).await.json();
+    assert_eq!(hooks[0]["name"], "orders");
+    assert_eq!(hooks[0]["attempts_24h"], 3, "health is there: {hooks}");
+    assert!(
+        !hooks.to_string().contains("do-not-show-me"),
+        "a header value was shown: {hooks}"
+    );
+    let one = console.get("/api/v1/webhooks/orders", t).await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json()["signed"], false);
+    let missing = console.get("/api/v1/webhooks/nope", t).await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("not found"));
+
+    let list = |q: &'static str| {
+        let console = &console;
+        async move {
+            let a = console.get(&format!("/api/v1/deliveries{q}"), t).await;
+            assert_eq!(a.status, 200, "{q}: {}", a.body);
+            let v = a.json();
+            let ids: Vec<i64> = v["deliveries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_i64().unwrap())
+                .collect();
+            (ids, v["next_before"].clone())
+        }
+    };
+    let (all, _) = list("").await;
+    assert_eq!(all, vec![ids[2], ids[1], ids[0]], "newest first");
+    assert_eq!(list("?status=Failed").await.0, failed);
+    assert_eq!(list("?document=SO-2").await.0, vec![ids[1]]);
+    assert_eq!(list("?webhook=orders&event=on_submit").await.0.len(), 3);
+    assert_eq!(list("?event=on_cancel").await.0.len(), 0);
+    assert_eq!(list("?since=1h").await.0.len(), 3);
+    assert_eq!(list("?until=1h").await.0.len(), 0);
+    let (page1, next) = list("?limit=2").await;
+    assert_eq!(page1, vec![ids[2], ids[1]]);
+    assert_eq!(next, Value::from(ids[1]), "a full page names the next");
+    let (page2, next) = list(Box::leak(
+        format!("?limit=2&before={}", ids[1]).into_boxed_str(),
+    ))
+    .await;
+    assert_eq!(page2, vec![ids[0]]);
+    assert_eq!(next, Value::Null, "the last page");
+
+    let show = console
+        .get(&format!("/api/v1/deliveries/{}", failed[0]), t)
+        .await;
+    assert_eq!(show.status, 200);
+    let show = show.json();
+    assert_eq!(show["status"], "Failed");
+    assert_eq!(show["attempt_log"][0]["response_code"], 500);
+    assert!(!show.to_string().contains("do-not-show-me"), "{show}");
+
+    let activity = console.get("/api/v1/activity?minutes=5", t).await.json();
+    let minutes = activity.as_array().unwrap();
+    assert_eq!(minutes.len(), 5);
+    let ok: i64 = minutes.iter().map(|m| m["ok"].as_i64().unwrap()).sum();
+    let bad: i64 = minutes.iter().map(|m| m["failed"].as_i64().unwrap()).sum();
+    assert_eq!((ok, bad), (2, 1), "{activity}");
+
+    let doc: Value = console.get("/api/v1/openapi.json", None).await.json();
+    assert!(doc["paths"]["/api/v1/deliveries"]["get"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_input_gets_a_clear_json_error_and_writes_nothing() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let ids = fleet_with(&env, &receiver, &["SO-1"]).await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let t = Some(FULL_TOKEN);
+    let before = env.rows();
+
+    for (path, needle) in [
+        ("/api/v1/deliveries?limit=0", "limit is 1 to 1000"),
+        ("/api/v1/deliveries?limit=1001", "limit is 1 to 1000"),
+        ("/api/v1/deliveries?limit=abc", "limit"),
+        ("/api/v1/deliveries?status=Lost", "unknown status"),
+        (
+            "/api/v1/deliveries?since=yesterday",
+            "neither an RFC 3339 time",
+        ),
+        ("/api/v1/deliveries?colour=red", "unknown field"),
+        ("/api/v1/deliveries/abc", "not a delivery id"),
+        ("/api/v1/deliveries/-4", "not a delivery id"),
+        ("/api/v1/activity?minutes=0", "minutes is 1 to 1440"),
+        ("/api/v1/dead-letters?limit=5000", "limit is 1 to 1000"),
+    ] {
+        let a = console.get(path, t).await;
+        assert_eq!(a.status, 400, "{path}: {}", a.body);
+        let e = a.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(e.contains(needle), "{path}: {e}");
+    }
+    for (path, body, status, needle) in [
+        (
+            "/api/v1/webhooks/orders/pause",
+            "{\"reasn\": 1}",
+            400,
+            "unknown field",
+        ),
+        ("/api/v1/webhooks/orders/pause", "{not json", 400, "body"),
+        (
+            "/api/v1/webhooks/orders/pause",
+            "{\"reason\": \"\\u0007\"}",
+            409,
+            "printable",
+        ),
+        ("/api/v1/webhooks/nope/pause", "", 404, "not found"),
+        (
+            "/api/v1/deliveries/retry",
+            "{\"webhook\": \"orders\"}",
+            400,
+            "needs webhook, status",
+        ),
+        (
+            "/api/v1/deliveries/retry",
+            "{\"webhook\": \"orders\", \"status\": \"Queued\", \"since\": \"1h\"}",
+            400,
+            "Failed or Exhausted",
+        ),
+        (
+            "/api/v1/deliveries/retry",
+            "{\"webhook\": \"orders\", \"status\": \"Failed\", \"since\": \"soon\"}",
+            400,
+            "since",
+        ),
+        ("/api/v1/deliveries/999999/retry", "", 404, "not found"),
+        (
+            "/api/v1/dead-letters/nope/requeue",
+            "",
+            404,
+            "no dead letter",
+        ),
+        (
+            "/api/v1/webhooks/orders/rotate-finish",
+            "",
+            409,
+            "no secret rotation",
+        ),
+    ] {
+        let a = console.post(path, t, body).await;
+        assert_eq!(a.status, status, "{path} {body}: {}", a.body);
+        let e = a.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(e.contains(needle), "{path} {body}: {e}");
+    }
+    // A Queued row cannot be replayed: its first attempt is on its way.
+    let a = console
+        .post(&format!("/api/v1/deliveries/{}/retry", ids[0]), t, "")
+        .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    let big = format!("{{\"reason\": \"{}\"}}", "x".repeat(20_000));
+    let a = console.post("/api/v1/webhooks/orders/pause", t, &big).await;
+    assert_eq!(a.status, 413, "a body over the limit: {}", a.body);
+
+    let after = env.rows();
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (b.status, b.attempts, b.next_retry),
+            (a.status, a.attempts, a.next_retry)
+        );
+    }
+    let hook = &env.stored_webhooks()[0];
+    assert!(hook.paused_at.is_none(), "a refused pause paused");
+    let unknown = console.get("/api/v1/nothing-here", t).await;
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_decide_who_may_read_and_who_may_act() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &["SO-1"]).await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+
+    for token in [None, Some("wrong-token-0123456789"), Some("")] {
+        let a = console.get("/api/v1/stats", token).await;
+        assert_eq!(a.status, 401, "{token:?}: {}", a.body);
+        assert!(a.json()["error"].as_str().unwrap().contains("bearer token"));
+        let a = console
+            .post("/api/v1/webhooks/orders/pause", token, "")
+            .await;
+        assert_eq!(a.status, 401, "{token:?}");
+    }
+    assert_eq!(
+        console.get("/api/v1/stats", Some(READ_TOKEN)).await.status,
+        200
+    );
+    let a = console
+        .post("/api/v1/webhooks/orders/pause", Some(READ_TOKEN), "")
+        .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert!(a.json()["error"].as_str().unwrap().contains("read-only"));
+    assert!(
+        env.stored_webhooks()[0].paused_at.is_none(),
+        "a read-only token paused"
+    );
+    // A dry run is a read: the read-only token may count.
+    let a = console
+        .post(
+            "/api/v1/deliveries/retry",
+            Some(READ_TOKEN),
+            r#"{"webhook": "orders", "status": "Failed", "since": "1h", "dry_run": true}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["count"], 0);
+
+    let a = console
+        .post(
+            "/api/v1/webhooks/orders/pause",
+            Some(FULL_TOKEN),
+            r#"{"reason": "receiver maintenance"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        env.stored_webhooks()[0].paused_reason.as_deref(),
+        Some("receiver maintenance")
+    );
+
+    // Exposure: beyond loopback a token is required, and a short one is refused.
+    let any: std::net::SocketAddr = "0.0.0.0:0".parse().unwrap();
+    assert!(hookfleet_console::check_exposure(any, None, None).is_err());
+    assert!(hookfleet_console::check_exposure(any, Some("short"), None).is_err());
+    assert!(hookfleet_console::check_exposure(any, None, Some(READ_TOKEN)).is_ok());
+    let local: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    assert!(hookfleet_console::check_exposure(local, None, None).is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_through_the_api_end_in_real_deliveries() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([Reply::status(503), Reply::status(503)]);
+    let ids = fleet_with(&env, &receiver, &["SO-1", "SO-2"]).await;
+    let worker = env.start_worker(4, slow_schedule());
+    env.until_rows("both failed", |rows| {
+        rows.iter().all(|r| r.status == DeliveryStatus::Failed)
+    })
+    .await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let t = Some(FULL_TOKEN);
+
+    // One by id: Failed → due now → Delivered by the running worker.
+    let a = console
+        .post(&format!("/api/v1/deliveries/{}/retry", ids[0]), t, "")
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["previous_status"], "Failed");
+    env.until_row(ids[0], |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    // A Delivered row needs force.
+    let a = console
+        .post(&format!("/api/v1/deliveries/{}/retry", ids[0]), t, "")
+        .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+
+    // Bulk: a dry run counts without touching; the real one replays.
+    let bulk = r#"{"webhook": "orders", "status": "Failed", "since": "1h", "dry_run": true}"#;
+    let a = console.post("/api/v1/deliveries/retry", t, bulk).await;
+    assert_eq!(a.json()["count"], 1, "{}", a.body);
+    assert_eq!(env.row(ids[1]).status, DeliveryStatus::Failed);
+    let a = console
+        .post(
+            "/api/v1/deliveries/retry",
+            t,
+            &bulk.replace("true", "false"),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["count"], 1);
+    env.until_row(ids[1], |r| r.status == DeliveryStatus::Delivered)
+        .await;
+
+    // Pause holds a new event; resume sends it.
+    assert_eq!(
+        console
+            .post("/api/v1/webhooks/orders/pause", t, "")
+            .await
+            .status,
+        200
+    );
+    let held = env.submit("SO-3").await.deliveries[0].id;
+    let seen = receiver.count();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(receiver.count(), seen, "a paused webhook was sent to");
+    let a = console.post("/api/v1/webhooks/orders/resume", t, "").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["resumed"], true);
+    env.until_row(held, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+
+    // Disable and enable.
+    let a = console.post("/api/v1/webhooks/orders/disable", t, "").await;
+    assert_eq!(a.json()["enabled"], false, "{}", a.body);
+    assert!(!env.stored_webhooks()[0].enabled);
+    console.post("/api/v1/webhooks/orders/enable", t, "").await;
+    assert!(env.stored_webhooks()[0].enabled);
+
+    // Workers: the running one is listed, alive, on its queue.
+    let workers = console.get("/api/v1/workers", t).await.json();
+    let w = &workers.as_array().unwrap()[0];
+    assert_eq!(w["alive"], true, "{workers}");
+    assert_eq!(w["queues"][0], "default");
+
+    // Dead letters: a job that does not parse is filed; requeue and purge.
+    env.push_jobs("default", ["not a job"]);
+    until("the bad job is dead-lettered", || {
+        env.llen(&env.queue.keys().dead()) == 1
+    })
+    .await;
+    let letters = console.get("/api/v1/dead-letters", t).await.json();
+    let id = letters[0]["id"].as_str().unwrap().to_string();
+    assert!(letters[0]["reason"].is_string());
+    let a = console
+        .post(&format!("/api/v1/dead-letters/{id}/purge"), t, "")
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        console.get("/api/v1/dead-letters", t).await.json(),
+        Value::Array(vec![])
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_need_a_login_and_a_csrf_token_and_escape_what_they_show() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([Reply::status(500)]);
+    let ids = fleet_with(&env, &receiver, &["<script>alert(1)</script>"]).await;
+    let worker = env.start_worker(2, slow_schedule());
+    env.until_row(ids[0], |r| r.status == DeliveryStatus::Failed)
+        .await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+
+    let anon = console.page("/", None).await;
+    assert_eq!(anon.status, 401, "no session: the login page");
+    assert!(anon.body.contains("name=\"token\""));
+    let wrong = console
+        .form("/login", None, &[("token", "not-the-token-at-all")])
+        .await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none());
+    let forged = console
+        .page("/", Some("hookfleet_console=full.99999999999.AAAA.AAAA"))
+        .await;
+    assert_eq!(forged.status, 401, "a forged session");
+
+    let cookie = console.login(FULL_TOKEN).await;
+    let page = console
+        .page(&format!("/deliveries/{}", ids[0]), Some(&cookie))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("&lt;script&gt;alert(1)&lt;"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<script>alert(1)"),
+        "a value was not escaped"
+    );
+    assert!(
+        !page.body.contains("do-not-show-me"),
+        "a header value was shown"
+    );
+    assert!(page.header("content-security-policy").is_some());
+    let csrf = csrf_of(&page.body);
+
+    // A POST without the CSRF token, or with another session's, is refused.
+    let path = format!("/deliveries/{}/retry", ids[0]);
+    let a = console.form(&path, Some(&cookie), &[]).await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    let other = console.login(FULL_TOKEN).await;
+    let a = console.form(&path, Some(&other), &[("csrf", &csrf)]).await;
+    assert_eq!(a.status, 403, "another session's token");
+    let a = console.form(&path, None, &[("csrf", &csrf)]).await;
+    assert_eq!(a.status, 401, "no session");
+    assert_eq!(env.row(ids[0]).attempts, 1, "a refused Retry replayed");
+
+    // Read-only: the page shows no Retry, and the action is refused.
+    let reader = console.login(READ_TOKEN).await;
+    let page = console
+        .page(&format!("/deliveries/{}", ids[0]), Some(&reader))
+        .await;
+    assert!(
+        !page.body.contains(">Retry<"),
+        "a read-only page offers Retry"
+    );
+    let a = console
+        .form(&path, Some(&reader), &[("csrf", &csrf_of(&page.body))])
+        .await;
+    assert_eq!(a.status, 403);
+
+    // With the token: Retry replays, and the worker delivers.
+    let a = console.form(&path, Some(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(a.status, 303, "{}", a.body);
+    env.until_row(ids[0], |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    let after = console
+        .page(a.header("location").unwrap(), Some(&cookie))
+        .await;
+    assert!(
+        after.body.contains("Replayed"),
+        "the page says what happened"
+    );
+
+    // Search by document name finds it.
+    let found = console
+        .page(
+            "/deliveries?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+            Some(&cookie),
+        )
+        .await;
+    assert!(
+        found.body.contains(&format!("/deliveries/{}", ids[0])),
+        "{}",
+        found.body
+    );
+    for p in [
+        "/",
+        "/webhooks",
+        "/webhooks/orders",
+        "/deliveries",
+        "/dead-letters",
+    ] {
+        let a = console.page(p, Some(&cookie)).await;
+        assert_eq!(a.status, 200, "{p}: {}", a.body);
+    }
+    worker.stop().await;
+}
