@@ -212,6 +212,13 @@ pg_url_for() {
   printf '%s/%s' "$base" "$1"
 }
 
+# Debian's Chromium and its chromedriver, for the console's browser tests
+# (tests/console_browser.rs starts chromedriver on a free loopback port).
+ensure_browser() {
+  command -v dpkg >/dev/null || return 0
+  apt_install chromium chromium-driver
+}
+
 ensure_services() {
   ensure_build_deps && ensure_postgres && ensure_redis
 }

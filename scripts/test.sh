@@ -31,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
 ensure_services
+ensure_browser
 
 only=""
 case "${1:-}" in --cluster|--pooler) only=${1#--}; shift ;; esac

@@ -99,6 +99,13 @@ async fn the_api_reads_what_the_cli_reads_and_filters_deliveries() {
     assert_eq!(all, vec![ids[2], ids[1], ids[0]], "newest first");
     assert_eq!(list("?status=Failed").await.0, failed);
     assert_eq!(list("?document=SO-2").await.0, vec![ids[1]]);
+    let event_id = env.row(ids[2]).event_id;
+    let by_event = console
+        .get(&format!("/api/v1/deliveries?event_id={event_id}"), t)
+        .await
+        .json();
+    assert_eq!(by_event["deliveries"][0]["id"], ids[2], "{by_event}");
+    assert_eq!(by_event["deliveries"].as_array().unwrap().len(), 1);
     assert_eq!(list("?webhook=orders&event=on_submit").await.0.len(), 3);
     assert_eq!(list("?event=on_cancel").await.0.len(), 0);
     assert_eq!(list("?since=1h").await.0.len(), 3);
@@ -491,6 +498,17 @@ async fn pages_need_a_login_and_a_csrf_token_and_escape_what_they_show() {
         "{}",
         found.body
     );
+    let event_id = env.row(ids[0]).event_id;
+    let found = console
+        .page(&format!("/deliveries?q={event_id}"), Some(&cookie))
+        .await;
+    assert!(
+        found.body.contains(&format!("/deliveries/{}", ids[0])),
+        "by event id: {}",
+        found.body
+    );
+    let none = console.page("/deliveries?q=SO-none", Some(&cookie)).await;
+    assert!(none.body.contains("No deliveries match"), "{}", none.body);
     for p in [
         "/",
         "/webhooks",

@@ -225,13 +225,15 @@ async fn webhook_rotate_finish(
 }
 
 /// The delivery list's filters, as query parameters.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     pub webhook: Option<String>,
     pub status: Option<String>,
     pub document: Option<String>,
     pub event: Option<String>,
+    /// The event id (the `webhook-id` header a receiver saw).
+    pub event_id: Option<String>,
     pub since: Option<String>,
     pub until: Option<String>,
     /// The next page: rows older than this id.
@@ -272,6 +274,7 @@ impl ListQuery {
                 webhook: None,
                 document: given(&self.document),
                 event: given(&self.event),
+                event_id: given(&self.event_id),
                 since: time("since", &self.since)?,
                 until: time("until", &self.until)?,
                 before_id: self.before,

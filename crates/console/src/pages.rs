@@ -347,6 +347,9 @@ struct Chart {
     bar: f64,
     bars: Vec<Bar>,
     peak: i64,
+    /// The first and last minutes' labels, under the bars.
+    first: String,
+    last: String,
     total_ok: i64,
     total_failed: i64,
 }
@@ -386,6 +389,11 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
         bar: (slot * 0.8).max(1.0),
         bars,
         peak,
+        first: minutes
+            .first()
+            .map(|m| m.minute.format("%H:%M UTC").to_string())
+            .unwrap_or_default(),
+        last: "now".into(),
         total_ok: minutes.iter().map(|m| m.ok).sum(),
         total_failed: minutes.iter().map(|m| m.failed).sum(),
     }
@@ -465,6 +473,17 @@ fn delivery_rows(rows: &[hookfleet_core::model::DeliveryLog]) -> Value {
             })
             .collect::<Vec<_>>(),
     )
+}
+
+/// An event id as hookfleet makes them (`msg_` and 32 hex digits) or as
+/// Frappe's import keeps them (64 hex digits): what the search box takes
+/// for a `webhook-id` rather than a document's name.
+fn looks_like_event_id(text: &str) -> bool {
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match text.strip_prefix("msg_") {
+        Some(rest) => hex(rest),
+        None => text.len() == 64 && hex(text),
+    }
 }
 
 /// Renders the rows of a delivery list (the table alone, for embedding).
@@ -631,27 +650,48 @@ async fn deliveries(
     };
     // The search box: a delivery id opens it; an event id (64 hex
     // characters) or anything else searches documents by name.
+    let (mut search_document, mut search_event_id) = (None, None);
     if let Some(search) = get("q") {
         page.q = Some(search.clone());
         if let Ok(id) = search.parse::<i64>() {
             return Redirect::to(&format!("/deliveries/{id}")).into_response();
         }
+        if looks_like_event_id(&search) {
+            search_event_id = Some(search);
+        } else {
+            search_document = Some(search);
+        }
     }
     let list = ListQuery {
         webhook: get("webhook"),
         status: get("status"),
-        document: get("document").or_else(|| get("q")),
+        document: get("document").or_else(|| search_document.clone()),
         event: get("event"),
+        event_id: get("event_id").or(search_event_id),
         since: get("since"),
         until: get("until"),
         before: get("before").and_then(|b| b.parse().ok()),
         limit: None,
     };
     let started = std::time::Instant::now();
-    let rows = match actions::deliveries(&c, &list).await {
+    let mut rows = match actions::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
+    // A caller may choose any event id: a search that found no document of
+    // that name looks for the event id too, and the other way round.
+    if let (true, Some(search)) = (rows.is_empty(), page.q.clone()) {
+        let mut other = list.clone();
+        if other.document.as_deref() == Some(search.as_str()) {
+            (other.document, other.event_id) = (None, Some(search));
+        } else if other.event_id.as_deref() == Some(search.as_str()) {
+            (other.document, other.event_id) = (Some(search), None);
+        }
+        match actions::deliveries(&c, &other).await {
+            Ok(r) => rows = r,
+            Err(e) => return error_page(&page, e),
+        }
+    }
     let next = (rows.len() as i64 == crate::DEFAULT_LIST_LIMIT).then(|| {
         let mut params: Vec<(String, String)> = q
             .iter()
@@ -804,6 +844,15 @@ mod tests {
         assert_eq!(safe_next("//evil.example"), "/");
         assert_eq!(safe_next("https://evil.example"), "/");
         assert_eq!(safe_next("/\\evil.example"), "/");
+    }
+
+    #[test]
+    fn the_search_box_tells_event_ids_from_document_names() {
+        assert!(looks_like_event_id("msg_01a23171423477d58cfddeff11518064"));
+        assert!(looks_like_event_id(&"ab".repeat(32)));
+        assert!(!looks_like_event_id("SO-0001"));
+        assert!(!looks_like_event_id("msg_"));
+        assert!(!looks_like_event_id(&"ab".repeat(31)));
     }
 
     #[test]

@@ -943,6 +943,8 @@ pub struct ListFilter {
     /// The document's name (Frappe's `name`, e.g. SO-0001), exactly.
     pub document: Option<String>,
     pub event: Option<String>,
+    /// The event id (the `webhook-id` header the receiver saw).
+    pub event_id: Option<String>,
     /// Recorded at or after this time.
     pub since: Option<DateTime<Utc>>,
     /// Recorded before this time.
@@ -974,6 +976,9 @@ pub fn list(conn: &mut PgConnection, filter: &ListFilter) -> Result<Vec<Delivery
     }
     if let Some(e) = &filter.event {
         q = q.filter(webhook_request_logs::event.eq(e));
+    }
+    if let Some(e) = &filter.event_id {
+        q = q.filter(webhook_request_logs::event_id.eq(e));
     }
     if let Some(t) = filter.since {
         q = q.filter(webhook_request_logs::created_at.ge(t));
