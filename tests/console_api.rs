@@ -226,7 +226,10 @@ async fn refused_input_gets_a_clear_json_error_and_writes_nothing() {
         .post(&format!("/api/v1/deliveries/{}/retry", ids[0]), t, "")
         .await;
     assert_eq!(a.status, 409, "{}", a.body);
-    let big = format!("{{\"reason\": \"{}\"}}", "x".repeat(20_000));
+    let big = format!(
+        "{{\"reason\": \"{}\"}}",
+        "x".repeat(hookfleet_console::MAX_BODY_BYTES)
+    );
     let a = console.post("/api/v1/webhooks/orders/pause", t, &big).await;
     assert_eq!(a.status, 413, "a body over the limit: {}", a.body);
 
@@ -520,4 +523,127 @@ async fn pages_need_a_login_and_a_csrf_token_and_escape_what_they_show() {
         assert_eq!(a.status, 200, "{p}: {}", a.body);
     }
     worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    let t = Some(FULL_TOKEN);
+    let def = serde_json::json!({
+        "name": "orders", "entity_type": ENTITY, "event": "on_submit",
+        "url": receiver.url("/orders"), "secret": "first-secret-value",
+        "headers": [{"key": "Authorization", "value": "Bearer keep-this-hidden"}],
+        "condition": "doc.grand_total > 0", "max_concurrency": 8, "rate_limit": "50/s",
+    });
+    let a = console
+        .post("/api/v1/webhooks", Some(READ_TOKEN), &def.to_string())
+        .await;
+    assert_eq!(a.status, 403, "read-only: {}", a.body);
+    let a = console.post("/api/v1/webhooks", t, &def.to_string()).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let w = a.json();
+    assert_eq!(
+        (w["signed"].clone(), w["rate_limit"].clone()),
+        (Value::Bool(true), Value::from("50/s"))
+    );
+    assert!(
+        !a.body.contains("first-secret-value") && !a.body.contains("keep-this-hidden"),
+        "{}",
+        a.body
+    );
+    let a = console.post("/api/v1/webhooks", t, &def.to_string()).await;
+    assert_eq!(a.status, 409, "the name is taken: {}", a.body);
+
+    // Refused definitions: the reason, and nothing written.
+    for (change, needle) in [
+        (
+            serde_json::json!({"url": "http://169.254.169.254/latest"}),
+            "internal address",
+        ),
+        (
+            serde_json::json!({"body_template": "{{ doc.name "}),
+            "template",
+        ),
+        (serde_json::json!({"timeout": "5 weeks"}), "timeout"),
+        (serde_json::json!({"max_retries": 500}), "max retries"),
+        (serde_json::json!({"colour": "red"}), "unknown key"),
+        (serde_json::json!({"headers": [{"key": "X"}]}), "headers"),
+        (serde_json::json!({"rate_limit": "fast"}), "rate_limit"),
+    ] {
+        let mut bad = def.clone();
+        bad["name"] = "refused".into();
+        for (k, v) in change.as_object().unwrap() {
+            bad[k] = v.clone();
+        }
+        let a = console.post("/api/v1/webhooks", t, &bad.to_string()).await;
+        assert_eq!(a.status, 400, "{change}: {}", a.body);
+        let e = a.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase();
+        assert!(e.contains(needle), "{change}: {e}");
+        let a = console
+            .patch("/api/v1/webhooks/orders", t, &change.to_string())
+            .await;
+        assert_eq!(a.status, 400, "update {change}: {}", a.body);
+    }
+    let a = console
+        .post("/api/v1/webhooks", t, r#"{"name": "x"}"#)
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(
+        env.stored_webhooks().len(),
+        1,
+        "a refused definition was stored"
+    );
+    let stored = &env.stored_webhooks()[0];
+    assert_eq!(stored.condition.as_deref(), Some("doc.grand_total > 0"));
+
+    // Changes: a new secret starts a rotation; null clears; lists replace.
+    let a = console
+        .patch(
+            "/api/v1/webhooks/orders",
+            t,
+            r#"{"secret": "second-secret-value", "condition": null, "max_concurrency": null, "headers": []}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let w = a.json();
+    assert_eq!(w["rotation_started"], true, "{w}");
+    assert!(
+        w["condition"].is_null() && w["max_concurrency"].is_null(),
+        "{w}"
+    );
+    assert_eq!(w["headers"], Value::Array(vec![]));
+    assert!(env.stored_webhooks()[0].rotating(chrono::Utc::now()));
+    let a = console
+        .post("/api/v1/webhooks/orders/rotate-finish", t, "")
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let a = console
+        .patch("/api/v1/webhooks/orders", t, r#"{"name": "orders-v2"}"#)
+        .await;
+    assert_eq!(a.json()["name"], "orders-v2", "{}", a.body);
+
+    // It delivers as defined, signed with the new secret.
+    receiver.verify_with(&["second-secret-value"]);
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    let worker = env.start_worker(2, TestEnv::fast_schedule());
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    assert!(receiver.requests()[0].signatures_verified());
+    worker.stop().await;
+
+    let a = console.delete("/api/v1/webhooks/orders-v2", t).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        console.get("/api/v1/webhooks/orders-v2", t).await.status,
+        404
+    );
+    assert_eq!(
+        console.delete("/api/v1/webhooks/orders-v2", t).await.status,
+        404
+    );
 }

@@ -49,6 +49,7 @@ impl ConsoleServer {
             env.store.clone(),
             env.queue.clone(),
             Duration::from_secs(600),
+            (*env.policy).clone(),
             token.map(str::to_string),
             read_token.map(str::to_string),
         );
@@ -109,6 +110,28 @@ impl ConsoleServer {
             .post(self.url(path))
             .header("content-type", "application/json")
             .body(body.to_string());
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        self.send(req).await
+    }
+
+    /// PATCH `body` (JSON text) to `path`.
+    pub async fn patch(&self, path: &str, token: Option<&str>, body: &str) -> Answer {
+        let mut req = self
+            .client
+            .patch(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        self.send(req).await
+    }
+
+    /// DELETE `path`.
+    pub async fn delete(&self, path: &str, token: Option<&str>) -> Answer {
+        let mut req = self.client.delete(self.url(path));
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }

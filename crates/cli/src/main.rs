@@ -258,6 +258,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 s.store(CONSOLE_POOL_SIZE)?,
                 s.queue()?,
                 s.queue_grace,
+                s.allowed_networks.clone(),
                 token,
                 read_token,
             );

@@ -9,18 +9,15 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use hookfleet_core::config::parse_duration;
+use hookfleet_core::definitions;
 use hookfleet_core::model::read_document;
-use hookfleet_core::model::{
-    FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
-};
+use hookfleet_core::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookSpec};
 use hookfleet_core::ops;
 use hookfleet_core::render::{default_sample_doc, Preview};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::health::{self, Health};
-use hookfleet_core::store::webhooks::SecretChange;
 use hookfleet_core::store::{webhooks, Store};
-use hookfleet_core::validate::validate;
 use hookfleet_core::views::WebhookView;
 
 use crate::table;
@@ -229,6 +226,15 @@ pub struct Definition {
     /// doctype and name, where missing fields render as null).
     #[arg(long, value_name = "FILE")]
     sample_doc: Option<String>,
+}
+
+/// Runs a definition change with a connection: a refusal or a database
+/// error, as the CLI reports them.
+fn defining<T>(
+    store: &Store,
+    f: impl FnOnce(&mut diesel::PgConnection) -> Result<T, definitions::DefinitionError>,
+) -> anyhow::Result<T> {
+    Ok(store.run_sync(|c| Ok(f(c)))??)
 }
 
 /// Says, once, that what is about to be stored holds credentials that will
@@ -506,9 +512,9 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             let mut spec = WebhookSpec::new(&name, entity_type, event, url);
             spec.enabled = !disabled;
             fields.apply(&mut spec)?;
-            validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
+            let sample = fields.sample(&spec.entity_type)?;
             warn_unsealed(&spec);
-            let w = store.run_sync(|c| webhooks::insert(c, &WebhookRow::from(&spec)))?;
+            let w = defining(store, |c| definitions::add(c, policy, &spec, &sample))?;
             println!(
                 "added webhook {} ({} {} → {}){}",
                 w.name,
@@ -642,25 +648,17 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             if let Some(new_name) = rename {
                 spec.name = new_name;
             }
-            validate(&spec, policy, &fields.sample(&spec.entity_type)?)?;
+            let sample = fields.sample(&spec.entity_type)?;
             warn_unsealed(&spec);
-            let change = if no_secret {
-                SecretChange::Remove
-            } else {
-                match (&spec.secret, &was) {
-                    (Some(new), Some(old)) if new.expose() == old.expose() => SecretChange::Keep,
-                    (Some(new), _) => SecretChange::Set(new.clone()),
-                    (None, _) => SecretChange::Keep,
-                }
-            };
-            let starts_rotation = matches!(change, SecretChange::Set(_)) && was.is_some();
-            let w = store.run_sync(|c| {
-                webhooks::update(c, &name, &WebhookRow::from(&spec), change.clone())
+            let updated = defining(store, |c| {
+                definitions::update(c, policy, &name, &spec, was.as_ref(), no_secret, &sample)
             })?;
+            let w = updated.webhook;
+            let starts_rotation = updated.rotation_started;
             println!(
                 "updated webhook {}{}",
                 w.name,
-                if starts_rotation && w.rotating(chrono::Utc::now()) {
+                if starts_rotation {
                     " (secret rotation open: the previous secret also signs, and signs the \
                      Frappe header, until `webhook rotate-finish` or 24h)"
                 } else {

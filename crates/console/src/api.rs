@@ -29,56 +29,80 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 type ApiResult = Result<Json<Value>, ApiError>;
 type Shared = State<Arc<Console>>;
 
-/// Every API route: (method, path, handler). The router is built from this
-/// table, and the OpenAPI test reads it.
-pub fn api_routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Console>>)> {
+/// Every API route: (methods, path, handler). The router is built from
+/// this table, and the OpenAPI test reads it.
+pub type Route = (
+    &'static [&'static str],
+    &'static str,
+    MethodRouter<Arc<Console>>,
+);
+
+pub fn api_routes() -> Vec<Route> {
     vec![
-        ("get", "/api/v1/openapi.json", get(openapi)),
-        ("get", "/api/v1/stats", get(stats)),
-        ("get", "/api/v1/activity", get(activity)),
-        ("get", "/api/v1/workers", get(workers)),
-        ("get", "/api/v1/webhooks", get(webhook_list)),
-        ("get", "/api/v1/webhooks/{name}", get(webhook_show)),
-        ("post", "/api/v1/webhooks/{name}/pause", post(webhook_pause)),
+        (&["get"], "/api/v1/openapi.json", get(openapi)),
+        (&["get"], "/api/v1/stats", get(stats)),
+        (&["get"], "/api/v1/activity", get(activity)),
+        (&["get"], "/api/v1/workers", get(workers)),
         (
-            "post",
+            &["get", "post"],
+            "/api/v1/webhooks",
+            get(webhook_list).post(webhook_create),
+        ),
+        (
+            &["get", "patch", "delete"],
+            "/api/v1/webhooks/{name}",
+            get(webhook_show)
+                .patch(webhook_update)
+                .delete(webhook_delete),
+        ),
+        (
+            &["post"],
+            "/api/v1/webhooks/{name}/pause",
+            post(webhook_pause),
+        ),
+        (
+            &["post"],
             "/api/v1/webhooks/{name}/resume",
             post(webhook_resume),
         ),
         (
-            "post",
+            &["post"],
             "/api/v1/webhooks/{name}/enable",
             post(webhook_enable),
         ),
         (
-            "post",
+            &["post"],
             "/api/v1/webhooks/{name}/disable",
             post(webhook_disable),
         ),
         (
-            "post",
+            &["post"],
             "/api/v1/webhooks/{name}/rotate-finish",
             post(webhook_rotate_finish),
         ),
-        ("get", "/api/v1/deliveries", get(delivery_list)),
+        (&["get"], "/api/v1/deliveries", get(delivery_list)),
         (
-            "post",
+            &["post"],
             "/api/v1/deliveries/retry",
             post(delivery_retry_bulk),
         ),
-        ("get", "/api/v1/deliveries/{id}", get(delivery_show)),
+        (&["get"], "/api/v1/deliveries/{id}", get(delivery_show)),
         (
-            "post",
+            &["post"],
             "/api/v1/deliveries/{id}/retry",
             post(delivery_retry),
         ),
-        ("get", "/api/v1/dead-letters", get(dead_list)),
+        (&["get"], "/api/v1/dead-letters", get(dead_list)),
         (
-            "post",
+            &["post"],
             "/api/v1/dead-letters/{id}/requeue",
             post(dead_requeue),
         ),
-        ("post", "/api/v1/dead-letters/{id}/purge", post(dead_purge)),
+        (
+            &["post"],
+            "/api/v1/dead-letters/{id}/purge",
+            post(dead_purge),
+        ),
     ]
 }
 
@@ -170,6 +194,43 @@ async fn webhook_show(
 ) -> ApiResult {
     let (w, health) = actions::webhook_with_health(&c, &name).await?;
     to_json(&WebhookView::new(&w, health, false))
+}
+
+/// A JSON object body (a webhook definition), or a 400.
+fn object(bytes: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request("body: a JSON object")),
+        Err(e) => Err(ApiError::bad_request(format!("body: {e}"))),
+    }
+}
+
+async fn webhook_create(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    bytes: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = object(&bytes)?;
+    let created = actions::create(&c, actor, body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+async fn webhook_update(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let body = object(&bytes)?;
+    actions::update(&c, actor, &name, body).await.map(Json)
+}
+
+async fn webhook_delete(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    Path(name): Path<String>,
+) -> ApiResult {
+    actions::delete(&c, actor, &name).await.map(Json)
 }
 
 #[derive(Deserialize, Default)]
@@ -411,13 +472,18 @@ pub mod actions {
     use std::collections::HashMap;
 
     use chrono::{DateTime, Utc};
-    use serde_json::{json, Value};
+    use serde_json::{json, Map, Value};
 
-    use hookfleet_core::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook};
+    use hookfleet_core::definitions;
+    use hookfleet_core::model::{
+        DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook, WebhookSpec,
+    };
     use hookfleet_core::ops;
+    use hookfleet_core::render::default_sample_doc;
     use hookfleet_core::store::deliveries::{self, MinuteCount};
     use hookfleet_core::store::health::Health;
     use hookfleet_core::store::webhooks;
+    use hookfleet_core::views::WebhookView;
 
     use super::ListQuery;
     use crate::auth::Actor;
@@ -474,6 +540,103 @@ pub mod actions {
         Ok(c.store
             .run(move |conn| Ok((deliveries::get(conn, id)?, deliveries::attempts(conn, id)?)))
             .await?)
+    }
+
+    /// The view of a stored webhook, with its health.
+    async fn shown(c: &Console, w: Webhook) -> Result<Value, ApiError> {
+        let health = ops::health_of(&c.store, std::slice::from_ref(&w))
+            .await?
+            .remove(&w.id)
+            .unwrap_or_default();
+        Ok(serde_json::to_value(WebhookView::new(&w, health, false)).unwrap_or(Value::Null))
+    }
+
+    /// `webhook add` from a JSON definition (see [`definitions::apply_json`]).
+    pub async fn create(
+        c: &Console,
+        actor: Actor,
+        body: Map<String, Value>,
+    ) -> Result<Value, ApiError> {
+        actor.may_act()?;
+        if ["name", "entity_type", "event", "url"]
+            .iter()
+            .any(|k| !body.contains_key(*k))
+        {
+            return Err(ApiError::bad_request(
+                "a webhook needs name, entity_type, event and url",
+            ));
+        }
+        let mut spec = WebhookSpec::new("", "", "", "");
+        let (sample, _) = definitions::apply_json(&mut spec, &body)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
+        let policy = c.policy.clone();
+        let name = spec.name.clone();
+        let w = c
+            .store
+            .run(move |conn| Ok(definitions::add(conn, &policy, &spec, &sample)))
+            .await??;
+        logged(actor, "webhook-add", &name);
+        shown(c, w).await
+    }
+
+    /// `webhook update` from a JSON definition: the keys given replace
+    /// those parts of the stored one.
+    pub async fn update(
+        c: &Console,
+        actor: Actor,
+        name: &str,
+        body: Map<String, Value>,
+    ) -> Result<Value, ApiError> {
+        actor.may_act()?;
+        let owned = name.to_string();
+        let policy = c.policy.clone();
+        let updated = c
+            .store
+            .run(move |conn| {
+                let current = webhooks::get(conn, &owned)?;
+                let mut spec = match current.to_spec() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Ok(Err(ApiError(
+                            axum::http::StatusCode::CONFLICT,
+                            format!("webhook {owned:?}: {e}"),
+                        )))
+                    }
+                };
+                let was = spec.secret.clone();
+                let (sample, remove_secret) = match definitions::apply_json(&mut spec, &body) {
+                    Ok(v) => v,
+                    Err(e) => return Ok(Err(ApiError::bad_request(e.to_string()))),
+                };
+                let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
+                Ok(definitions::update(
+                    conn,
+                    &policy,
+                    &owned,
+                    &spec,
+                    was.as_ref(),
+                    remove_secret,
+                    &sample,
+                )
+                .map_err(ApiError::from))
+            })
+            .await??;
+        logged(actor, "webhook-update", name);
+        let rotation = updated.rotation_started;
+        let mut v = shown(c, updated.webhook).await?;
+        v["rotation_started"] = Value::Bool(rotation);
+        Ok(v)
+    }
+
+    pub async fn delete(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+        actor.may_act()?;
+        let owned = name.to_string();
+        c.store
+            .run(move |conn| webhooks::delete(conn, &owned))
+            .await?;
+        logged(actor, "webhook-delete", name);
+        Ok(json!({ "webhook": name, "deleted": true }))
     }
 
     pub async fn pause(
@@ -624,7 +787,7 @@ mod tests {
         }
         let served: BTreeSet<(String, String)> = api_routes()
             .into_iter()
-            .map(|(m, p, _)| (m.to_string(), p.to_string()))
+            .flat_map(|(methods, p, _)| methods.iter().map(move |m| (m.to_string(), p.to_string())))
             .collect();
         let missing: Vec<_> = served.difference(&documented).collect();
         let extra: Vec<_> = documented.difference(&served).collect();

@@ -31,6 +31,7 @@ use axum::{Json, Router};
 
 use hookfleet_core::http::{Exposure, ServeError, ServeLimits};
 use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 pub use api::{api_routes, OPENAPI};
@@ -54,9 +55,10 @@ pub const MAX_LIST_LIMIT: i64 = 1_000;
 /// Rows a list returns when the caller does not say.
 pub const DEFAULT_LIST_LIMIT: i64 = 50;
 
-/// Bytes of a request body the console reads (a pause reason, a bulk
-/// replay's filter, a login form).
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Bytes of a request body the console reads: a webhook definition with a
+/// body template (at most 64 KiB), a condition and a sample document, with
+/// room; a pause reason or a login form is far less.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 const EXPOSURE: Exposure = Exposure {
     risk: "replay, pause and read every delivery",
@@ -69,6 +71,9 @@ pub struct Console {
     pub queue: RedisQueue,
     /// How long a replayed row's in-flight key lives (the queue grace).
     pub key_ttl: Duration,
+    /// Where webhooks may send (HOOKFLEET_ALLOWED_NETWORKS): a definition
+    /// made through the API is checked as the CLI checks it.
+    pub policy: NetworkPolicy,
     tokens: auth::Tokens,
 }
 
@@ -77,6 +82,7 @@ impl Console {
         store: Store,
         queue: RedisQueue,
         key_ttl: Duration,
+        policy: NetworkPolicy,
         token: Option<String>,
         read_token: Option<String>,
     ) -> Console {
@@ -84,6 +90,7 @@ impl Console {
             store,
             queue,
             key_ttl,
+            policy,
             tokens: auth::Tokens::new(token, read_token),
         }
     }
@@ -125,6 +132,16 @@ impl From<hookfleet_core::QueueError> for ApiError {
     }
 }
 
+impl From<hookfleet_core::definitions::DefinitionError> for ApiError {
+    fn from(e: hookfleet_core::definitions::DefinitionError) -> ApiError {
+        use hookfleet_core::definitions::DefinitionError as E;
+        match e {
+            E::Invalid(v) => ApiError(StatusCode::BAD_REQUEST, v.to_string()),
+            E::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<hookfleet_core::ops::OpsError> for ApiError {
     fn from(e: hookfleet_core::ops::OpsError) -> ApiError {
         use hookfleet_core::ops::OpsError as E;
@@ -144,7 +161,25 @@ pub fn router(console: Arc<Console>) -> Router {
         .merge(pages::router())
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(timed))
         .with_state(console)
+}
+
+/// Logs each request at debug with its status and the server's time (the
+/// figure the console's performance notes quote). The path is logged
+/// without its query, which may name documents.
+async fn timed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "console request"
+    );
+    response
 }
 
 /// Checks the address and tokens before anything listens.

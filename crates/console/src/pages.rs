@@ -402,7 +402,6 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
 async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
     let actor = visitor!(visitor, "/");
     let page = Page::new("Overview", "overview", &visitor, &c, actor);
-    let started = std::time::Instant::now();
     let stats = match hookfleet_core::ops::stats(&c.store, &c.queue).await {
         Ok(s) => s,
         Err(e) => return error_page(&page, e.into()),
@@ -415,7 +414,7 @@ async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response
         Ok(w) => (w, None),
         Err(e) => (Vec::new(), Some(format!("Redis did not answer: {e}"))),
     };
-    let r = page.render(
+    page.render(
         "overview.html",
         context! {
             about => if stats.rows_estimated { "~" } else { "" },
@@ -424,19 +423,7 @@ async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response
             workers => Value::from_serialize(&workers),
             workers_error,
         },
-    );
-    served("overview", started);
-    r
-}
-
-/// Logs how long a page took on the server (the figure the console's
-/// performance notes quote).
-fn served(page: &str, started: std::time::Instant) {
-    tracing::debug!(
-        page,
-        ms = started.elapsed().as_millis() as u64,
-        "console page served"
-    );
+    )
 }
 
 async fn webhooks(
@@ -673,7 +660,6 @@ async fn deliveries(
         before: get("before").and_then(|b| b.parse().ok()),
         limit: None,
     };
-    let started = std::time::Instant::now();
     let mut rows = match actions::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
@@ -710,7 +696,6 @@ async fn deliveries(
         Ok(t) => t,
         Err(e) => return failed(&e),
     };
-    served("deliveries", started);
     page.wrap(table)
 }
 

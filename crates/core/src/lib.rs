@@ -43,6 +43,7 @@ pub mod attempt;
 pub mod backoff;
 pub mod config;
 pub mod dead;
+pub mod definitions;
 pub mod deliver;
 pub mod error;
 pub mod fleet;
