@@ -647,3 +647,124 @@ async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
         404
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_browser_does_for_another_site_is_refused() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &["SO-1"]).await;
+
+    // An open console (no token): only a loopback Host, and no other origin.
+    let open = ConsoleServer::start(&env, None, None).await;
+    let a = open.get("/api/v1/stats", None).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let rebound = open
+        .send_with(
+            "GET",
+            "/api/v1/stats",
+            &[("host", "attacker.example:8490")],
+            "",
+        )
+        .await;
+    assert_eq!(rebound.status, 421, "a rebound host name: {}", rebound.body);
+    let cross = open
+        .send_with(
+            "POST",
+            "/api/v1/webhooks/orders/disable",
+            &[("origin", "https://attacker.example")],
+            "",
+        )
+        .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    assert!(
+        env.stored_webhooks()[0].enabled,
+        "a cross-site POST disabled it"
+    );
+    let same = format!("http://{}", open.addr);
+    let a = open
+        .send_with(
+            "POST",
+            "/api/v1/webhooks/orders/disable",
+            &[("origin", &same)],
+            "",
+        )
+        .await;
+    assert_eq!(a.status, 200, "the console's own origin: {}", a.body);
+    drop(open);
+
+    // With tokens: a read-only viewer sees a receiver's host, not its URL.
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    let hooks = console
+        .get("/api/v1/webhooks", Some(READ_TOKEN))
+        .await
+        .json();
+    let url = hooks[0]["request_url"].as_str().unwrap().to_string();
+    assert!(url.ends_with("/…") && !url.contains("/hook"), "{url}");
+    let full = console
+        .get("/api/v1/webhooks", Some(FULL_TOKEN))
+        .await
+        .json();
+    assert!(full[0]["request_url"].as_str().unwrap().ends_with("/hook"));
+
+    // A notice in a link from elsewhere is not shown; the console's own is.
+    let cookie = console.login(FULL_TOKEN).await;
+    let page = console
+        .page(
+            "/webhooks?done=Session%20expired%2C%20log%20in%20at%20evil.example",
+            Some(&cookie),
+        )
+        .await;
+    assert!(
+        !page.body.contains("Session expired"),
+        "an unsigned notice was shown"
+    );
+    let page = console.page("/webhooks", Some(&cookie)).await;
+    let csrf = hookfleet_testkit::csrf_of(&page.body);
+    let a = console
+        .form("/webhooks/orders/pause", Some(&cookie), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(a.status, 303);
+    let back = console
+        .page(a.header("location").unwrap(), Some(&cookie))
+        .await;
+    assert!(back.body.contains("Paused orders."), "{}", back.body);
+
+    // The same value for both tokens is refused at start.
+    let local: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    assert!(hookfleet_console::check_exposure(local, Some(FULL_TOKEN), Some(FULL_TOKEN)).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_cut_short_is_finished_by_resuming_again() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &[]).await;
+    env.store
+        .run_sync(|c| hookfleet_core::store::webhooks::pause(c, "orders", "test"))
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.submit(&format!("SO-{n}")).await.deliveries[0].id);
+    }
+    let worker = env.start_worker(2, slow_schedule());
+    env.until_rows("all held", |rows| {
+        rows.iter()
+            .all(|r| r.next_retry == Some(hookfleet_core::store::deliveries::held_until()))
+    })
+    .await;
+    // The unpause committed, then the resume stopped before releasing.
+    env.store
+        .run_sync(|c| hookfleet_core::store::webhooks::resume(c, "orders"))
+        .unwrap();
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let a = console
+        .post("/api/v1/webhooks/orders/resume", Some(FULL_TOKEN), "")
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["released"], 3, "{}", a.body);
+    for id in ids {
+        env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
+    }
+    worker.stop().await;
+}

@@ -110,7 +110,17 @@ async fn text_of(c: &Client, css: &str) -> String {
         };
         match got {
             Ok(text) => return text,
-            Err(e) => assert!(Instant::now() < deadline, "{css}: {e}"),
+            Err(e) => {
+                if Instant::now() >= deadline {
+                    let url = c
+                        .current_url()
+                        .await
+                        .map(|u| u.to_string())
+                        .unwrap_or_default();
+                    let source = c.source().await.unwrap_or_default();
+                    panic!("{css}: {e}\nat {url}:\n{source}");
+                }
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

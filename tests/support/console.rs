@@ -116,6 +116,25 @@ impl ConsoleServer {
         self.send(req).await
     }
 
+    /// Any request, with the headers given (the Host header too).
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut req = self
+            .client
+            .request(method, self.url(path))
+            .body(body.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req).await
+    }
+
     /// PATCH `body` (JSON text) to `path`.
     pub async fn patch(&self, path: &str, token: Option<&str>, body: &str) -> Answer {
         let mut req = self

@@ -730,16 +730,22 @@ pub async fn resume(
     key_ttl: std::time::Duration,
     name: &str,
 ) -> anyhow::Result<()> {
-    match ops::resume(store, queue, key_ttl, name).await? {
-        None => println!("webhook {name} is not paused"),
-        Some(r) => println!(
-            "resumed webhook {}: {} held rows released; {} due deliveries, {} enqueued now ({} already on their way)",
+    let r = ops::resume(store, queue, key_ttl, name).await?;
+    if !r.was_paused && r.released == 0 {
+        println!("webhook {name} is not paused");
+    } else {
+        println!(
+            "{} webhook {}: {} held rows released; {} due deliveries, {} enqueued now ({} already on their way or left to the sweeper)",
+            if r.was_paused { "resumed" } else { "was not paused; released rows a resume left held for" },
             r.webhook,
             r.released,
             r.due,
             r.enqueued,
             r.due - r.enqueued
-        ),
+        );
+    }
+    if let Some(note) = &r.note {
+        eprintln!("note: {note}");
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ use hookfleet_core::store::deliveries::ListFilter;
 use hookfleet_core::views::{DeliveryView, WebhookView};
 
 use crate::auth::ApiActor;
+use crate::redact::for_actor;
 use crate::{ApiError, Console, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
 /// The OpenAPI document served at `/api/v1/openapi.json`; a test holds it
@@ -178,22 +179,22 @@ async fn workers(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
     to_json(&c.queue.workers().await?)
 }
 
-async fn webhook_list(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
+async fn webhook_list(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
     let (all, mut health) = actions::webhooks_with_health(&c).await?;
     let views: Vec<WebhookView> = all
         .iter()
         .map(|w| WebhookView::new(w, health.remove(&w.id).unwrap_or_default(), false))
         .collect();
-    to_json(&views)
+    Ok(Json(for_actor(&views, actor)))
 }
 
 async fn webhook_show(
     State(c): Shared,
-    ApiActor(_): ApiActor,
+    ApiActor(actor): ApiActor,
     Path(name): Path<String>,
 ) -> ApiResult {
     let (w, health) = actions::webhook_with_health(&c, &name).await?;
-    to_json(&WebhookView::new(&w, health, false))
+    Ok(Json(for_actor(&WebhookView::new(&w, health, false), actor)))
 }
 
 /// A JSON object body (a webhook definition), or a 400.
@@ -347,7 +348,7 @@ impl ListQuery {
 
 async fn delivery_list(
     State(c): Shared,
-    ApiActor(_): ApiActor,
+    ApiActor(actor): ApiActor,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult {
     let q = query(q)?;
@@ -355,7 +356,7 @@ async fn delivery_list(
     let views: Vec<DeliveryView> = rows.iter().map(DeliveryView::new).collect();
     let full = rows.len() as i64 == q.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     to_json(&json!({
-        "deliveries": views,
+        "deliveries": for_actor(&views, actor),
         // The `before` of the next page, when this one was full.
         "next_before": if full { rows.last().map(|r| r.id) } else { None },
     }))
@@ -363,14 +364,14 @@ async fn delivery_list(
 
 async fn delivery_show(
     State(c): Shared,
-    ApiActor(_): ApiActor,
+    ApiActor(actor): ApiActor,
     Path(id): Path<String>,
 ) -> ApiResult {
     let id = parse_id(&id)?;
     let (row, attempts) = actions::delivery(&c, id).await?;
     let mut view = DeliveryView::new(&row);
     view.attempt_log = Some(attempts.iter().collect());
-    to_json(&view)
+    Ok(Json(for_actor(&view, actor)))
 }
 
 /// A delivery id from a path, or a 400 (not axum's plain-text rejection).
@@ -528,7 +529,7 @@ pub mod actions {
                     .as_deref()
                     .map(|name| deliveries::webhook_rows(conn, name))
                     .transpose()?;
-                deliveries::list(conn, &filter)
+                deliveries::list_within(conn, &filter, crate::LIST_STATEMENT_TIMEOUT)
             })
             .await?)
     }
@@ -665,13 +666,24 @@ pub mod actions {
 
     pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
         actor.may_act()?;
-        let done = ops::resume(&c.store, &c.queue, c.key_ttl, name).await?;
+        // Detached from the request: a caller who goes away (or a timeout)
+        // does not cut the release of a long backlog short.
+        let (store, queue, ttl, owned) = (
+            c.store.clone(),
+            c.queue.clone(),
+            c.key_ttl,
+            name.to_string(),
+        );
+        let r = tokio::spawn(async move { ops::resume(&store, &queue, ttl, &owned).await })
+            .await
+            .map_err(|e| {
+                ApiError(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            })??;
         logged(actor, "resume", name);
-        Ok(match done {
-            Some(r) => json!({ "webhook": r.webhook, "resumed": true, "released": r.released,
-                               "due": r.due, "enqueued": r.enqueued }),
-            None => json!({ "webhook": name, "resumed": false, "note": "it was not paused" }),
-        })
+        Ok(
+            json!({ "webhook": r.webhook, "resumed": r.was_paused, "released": r.released,
+                   "due": r.due, "enqueued": r.enqueued, "note": r.note }),
+        )
     }
 
     pub async fn set_enabled(
@@ -725,10 +737,19 @@ pub mod actions {
         if !dry_run {
             actor.may_act()?;
         }
-        let done = ops::replay_bulk(
-            &c.store, &c.queue, c.key_ttl, webhook, status, since, dry_run,
-        )
-        .await?;
+        // Detached from the request, as resume: a replay half done because
+        // the caller left would be a surprise.
+        let (store, queue, ttl, owned) = (
+            c.store.clone(),
+            c.queue.clone(),
+            c.key_ttl,
+            webhook.to_string(),
+        );
+        let done = tokio::spawn(async move {
+            ops::replay_bulk(&store, &queue, ttl, &owned, status, since, dry_run).await
+        })
+        .await
+        .map_err(|e| ApiError(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
         if !dry_run {
             logged(
                 actor,

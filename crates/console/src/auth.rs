@@ -22,6 +22,11 @@ type HmacSha256 = Hmac<Sha256>;
 /// restart also ends every session.
 pub const SESSION_LIFE: Duration = Duration::from_secs(12 * 3600);
 
+/// How long a wrong token waits for its refusal: guessing stays slow (a
+/// person typing a token never notices). Connections are bounded, so the
+/// wait cannot pile up.
+pub const REFUSAL_DELAY: Duration = Duration::from_millis(500);
+
 /// The session cookie's name.
 pub const COOKIE: &str = "hookfleet_console";
 
@@ -77,7 +82,7 @@ impl Tokens {
     }
 
     /// No token configured: loopback only, everyone there has full access.
-    fn open(&self) -> bool {
+    pub fn is_open(&self) -> bool {
         self.full.is_none() && self.read.is_none()
     }
 
@@ -168,6 +173,16 @@ impl Tokens {
         URL_SAFE_NO_PAD.encode(self.mac(&[b"csrf", session.as_bytes()]))
     }
 
+    /// A notice to show after an action, signed so a link cannot put words
+    /// in the console's mouth.
+    pub fn sign_notice(&self, session: &str, notice: &str) -> String {
+        URL_SAFE_NO_PAD.encode(self.mac(&[b"notice", session.as_bytes(), notice.as_bytes()]))
+    }
+
+    pub fn notice_ok(&self, session: &str, notice: &str, sig: &str) -> bool {
+        same_secret(sig.as_bytes(), self.sign_notice(session, notice).as_bytes())
+    }
+
     /// Whether `given` is the CSRF token of `session`.
     pub fn csrf_ok(&self, session: &str, given: &str) -> bool {
         !given.is_empty() && same_secret(given.as_bytes(), self.csrf_for(session).as_bytes())
@@ -197,21 +212,23 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
         console: &std::sync::Arc<crate::Console>,
     ) -> Result<Self, Self::Rejection> {
         let tokens = &console.tokens;
-        if tokens.open() {
+        if tokens.is_open() {
             return Ok(ApiActor(Actor {
                 name: "loopback",
                 role: Role::Full,
             }));
         }
-        tokens
-            .actor_of(bearer(&parts.headers))
-            .map(ApiActor)
-            .ok_or_else(|| {
-                ApiError(
+        match tokens.actor_of(bearer(&parts.headers)) {
+            Some(actor) => Ok(ApiActor(actor)),
+            None => {
+                tracing::warn!("console API refused: missing or wrong bearer token");
+                tokio::time::sleep(REFUSAL_DELAY).await;
+                Err(ApiError(
                     StatusCode::UNAUTHORIZED,
                     "missing or wrong bearer token (Authorization: Bearer <token>)".into(),
-                )
-            })
+                ))
+            }
+        }
     }
 }
 
@@ -232,7 +249,7 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for PageActor {
         console: &std::sync::Arc<crate::Console>,
     ) -> Result<Self, Self::Rejection> {
         let tokens = &console.tokens;
-        if tokens.open() {
+        if tokens.is_open() {
             return Ok(PageActor {
                 actor: Some(Actor {
                     name: "loopback",

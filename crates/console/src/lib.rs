@@ -20,6 +20,7 @@
 mod api;
 mod auth;
 mod pages;
+mod redact;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,6 +52,11 @@ pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
 /// The most rows one list returns: a page a person reads, or a script
 /// walks with `before`.
 pub const MAX_LIST_LIMIT: i64 = 1_000;
+
+/// The longest a delivery list's query may run before Postgres stops it:
+/// a search no index serves (a document's name on a large table) must not
+/// load the database the workers write to.
+pub const LIST_STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Rows a list returns when the caller does not say.
 pub const DEFAULT_LIST_LIMIT: i64 = 50;
@@ -116,6 +122,15 @@ impl IntoResponse for ApiError {
 impl From<hookfleet_core::StoreError> for ApiError {
     fn from(e: hookfleet_core::StoreError) -> ApiError {
         use hookfleet_core::StoreError as E;
+        if e.to_string().contains("statement timeout") {
+            return ApiError(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "the search took longer than {}s; narrow it (a webhook, a status, a time range)",
+                    LIST_STATEMENT_TIMEOUT.as_secs()
+                ),
+            );
+        }
         let status = match &e {
             E::NotFound(_) => StatusCode::NOT_FOUND,
             E::Refused(_) => StatusCode::CONFLICT,
@@ -149,7 +164,6 @@ impl From<hookfleet_core::ops::OpsError> for ApiError {
             E::Store(e) => e.into(),
             E::Queue(e) => e.into(),
             E::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
-            E::Partial(m) => ApiError(StatusCode::SERVICE_UNAVAILABLE, m),
         }
     }
 }
@@ -161,17 +175,55 @@ pub fn router(console: Arc<Console>) -> Router {
         .merge(pages::router())
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .layer(axum::middleware::from_fn(timed))
         .with_state(console)
 }
 
+/// The longest a request may take, reading its body included: a caller
+/// that sends headers and then trickles (or never sends) its body gives up
+/// its connection. Resume and bulk replay go on in the background past it.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Logs each request at debug with its status and the server's time (the
-/// figure the console's performance notes quote). The path is logged
-/// without its query, which may name documents.
+/// figure the console's performance notes quote), and ends it after
+/// [`REQUEST_TIMEOUT`]. The path is logged without its query, which may
+/// name documents. Adds the headers every answer carries.
 async fn timed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
+    let mut response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
+        Ok(r) => r,
+        Err(_) => ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request took longer than {}s",
+                REQUEST_TIMEOUT.as_secs()
+            ),
+        )
+        .into_response(),
+    };
+    // A refusal made by axum itself (a body over the limit, a bad form) is
+    // plain text: the API answers JSON.
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && path.starts_with("/api/") {
+        response = ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    // same-origin, not no-referrer: with no-referrer Chromium sends
+    // `Origin: null` on the console's own form posts, which the guard
+    // must refuse.
+    headers.insert(
+        axum::http::header::REFERRER_POLICY,
+        axum::http::HeaderValue::from_static("same-origin"),
+    );
     tracing::debug!(
         %method,
         path,
@@ -182,12 +234,79 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
     response
 }
 
+/// Refuses what a browser does on another site's behalf, before any body is
+/// read:
+/// - a request that changes something (not GET or HEAD) whose `Origin`
+///   names another origin than the one asked (a form or script elsewhere
+///   posting here; curl and scripts send no Origin);
+/// - on a console without tokens (loopback only), a `Host` that is not a
+///   loopback address or `localhost`: a page that rebinds its own name to
+///   127.0.0.1 reads nothing.
+async fn guard(
+    axum::extract::State(console): axum::extract::State<Arc<Console>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if console.tokens.is_open() && !loopback_host(host) {
+        return ApiError(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this console has no token and answers only to a loopback host name".into(),
+        )
+        .into_response();
+    }
+    let safe = matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    if !safe {
+        if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
+            let same = origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host));
+            if !same {
+                tracing::warn!("console refused a cross-origin request");
+                return ApiError(
+                    StatusCode::FORBIDDEN,
+                    "a request from another origin is refused".into(),
+                )
+                .into_response();
+            }
+        }
+    }
+    next.run(request).await
+}
+
+/// `127.0.0.1:8490`, `[::1]:8490`, `localhost:8490` (the port is any).
+fn loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Checks the address and tokens before anything listens.
 pub fn check_exposure(
     listen: SocketAddr,
     token: Option<&str>,
     read_token: Option<&str>,
 ) -> Result<(), ServeError> {
+    if let (Some(t), Some(r)) = (token, read_token) {
+        if t.trim() == r.trim() {
+            return Err(ServeError::SameTokens);
+        }
+    }
     hookfleet_core::http::check_exposure(listen, &[token, read_token], EXPOSURE)
 }
 

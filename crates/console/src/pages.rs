@@ -20,6 +20,7 @@ use hookfleet_core::views::{DeliveryView, WebhookView};
 
 use crate::api::{actions, parse_id, ListQuery};
 use crate::auth::{self, Actor, PageActor, Role};
+use crate::redact::for_actor;
 use crate::{ApiError, Console};
 
 /// Minutes the overview's chart covers.
@@ -241,7 +242,11 @@ fn ask_login(next: &str) -> Response {
 /// A local path to go back to (never another site: `//host` and schemes
 /// are refused).
 fn safe_next(next: &str) -> &str {
-    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') {
+    if next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && !next.chars().any(|ch| ch.is_control() || ch.is_whitespace())
+    {
         next
     } else {
         "/"
@@ -273,6 +278,7 @@ async fn login(
     let next = safe_next(form.get("next").map(String::as_str).unwrap_or("/")).to_string();
     let Some(actor) = c.tokens.actor_of(given) else {
         tracing::warn!("console login refused: wrong token");
+        tokio::time::sleep(auth::REFUSAL_DELAY).await;
         let mut r = ask_login(&next);
         *r.status_mut() = StatusCode::UNAUTHORIZED;
         return r;
@@ -433,7 +439,7 @@ async fn webhooks(
 ) -> Response {
     let actor = visitor!(visitor, "/webhooks");
     let mut page = Page::new("Webhooks", "webhooks", &visitor, &c, actor);
-    page.notice = q.get("done").cloned();
+    page.notice = notice_of(&c, &visitor, &q);
     let (all, mut health) = match actions::webhooks_with_health(&c).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
@@ -444,17 +450,17 @@ async fn webhooks(
         .collect();
     page.render(
         "webhooks.html",
-        context! { webhooks => Value::from_serialize(&views) },
+        context! { webhooks => Value::from_serialize(for_actor(&views, page.actor)) },
     )
 }
 
 /// A delivery row as the lists show it.
-fn delivery_rows(rows: &[hookfleet_core::model::DeliveryLog]) -> Value {
+fn delivery_rows(rows: &[hookfleet_core::model::DeliveryLog], actor: Actor) -> Value {
     let held = held_until();
     Value::from_serialize(
         rows.iter()
             .map(|d| {
-                let mut v = serde_json::to_value(DeliveryView::new(d)).unwrap_or_default();
+                let mut v = for_actor(&DeliveryView::new(d), actor);
                 v["held"] = serde_json::Value::Bool(d.next_retry == Some(held));
                 v
             })
@@ -482,7 +488,7 @@ fn delivery_table(
     f: &ListQuery,
 ) -> Result<String, minijinja::Error> {
     TEMPLATES.get_template("deliveries.html")?.render(context! {
-        rows => delivery_rows(rows),
+        rows => delivery_rows(rows, page.actor),
         next,
         heading,
         f => context! {
@@ -503,7 +509,7 @@ async fn webhook(
     let actor = visitor!(visitor, &format!("/webhooks/{}", path_segment(&name)));
     let title = format!("Webhook {name}");
     let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
-    page.notice = q.get("done").cloned();
+    page.notice = notice_of(&c, &visitor, &q);
     let (w, health) = match actions::webhook_with_health(&c, &name).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
@@ -531,7 +537,7 @@ async fn webhook(
     page.render(
         "webhook.html",
         context! {
-            w => Value::from_serialize(WebhookView::new(&w, health, false)),
+            w => Value::from_serialize(for_actor(&WebhookView::new(&w, health, false), page.actor)),
             deliveries => Value::from_safe_string(table),
         },
     )
@@ -546,19 +552,24 @@ fn back(form: &HashMap<String, String>, default: String) -> String {
 }
 
 /// After an action: back to the page, saying what happened.
-fn done(to: &str, message: &str) -> Response {
+fn done(c: &Console, visitor: &PageActor, to: &str, message: &str) -> Response {
     let sep = if to.contains('?') { '&' } else { '?' };
-    let query: String = message
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    Redirect::to(&format!("{to}{sep}done={query}")).into_response()
+    let sig = c.tokens.sign_notice(&visitor.session, message);
+    Redirect::to(&format!(
+        "{to}{sep}done={}&sig={}",
+        path_segment(message),
+        path_segment(&sig)
+    ))
+    .into_response()
+}
+
+/// The notice an action left for this visitor (signed for their session:
+/// a link from elsewhere shows nothing).
+fn notice_of(c: &Console, visitor: &PageActor, q: &HashMap<String, String>) -> Option<String> {
+    let (notice, sig) = (q.get("done")?, q.get("sig")?);
+    c.tokens
+        .notice_ok(&visitor.session, notice, sig)
+        .then(|| notice.clone())
 }
 
 /// Runs a page action: the visitor logged in, the CSRF token right, then
@@ -573,7 +584,7 @@ macro_rules! action {
             return error_page(&page, e);
         }
         match $act.await {
-            Ok(v) => done(AsRef::<str>::as_ref(&$to), &$message(v)),
+            Ok(v) => done(&$c, &$visitor, AsRef::<str>::as_ref(&$to), &$message(v)),
             Err(e) => error_page(&page, e),
         }
     }};
@@ -640,8 +651,13 @@ async fn deliveries(
     let (mut search_document, mut search_event_id) = (None, None);
     if let Some(search) = get("q") {
         page.q = Some(search.clone());
-        if let Ok(id) = search.parse::<i64>() {
-            return Redirect::to(&format!("/deliveries/{id}")).into_response();
+        // A number opens that delivery if there is one; else it may be a
+        // document's name (Frappe names some doctypes by number).
+        let id = search.parse::<i64>().ok().filter(|id| *id > 0);
+        if let Some(id) = id {
+            if actions::delivery(&c, id).await.is_ok() {
+                return Redirect::to(&format!("/deliveries/{id}")).into_response();
+            }
         }
         if looks_like_event_id(&search) {
             search_event_id = Some(search);
@@ -708,7 +724,7 @@ async fn delivery(
     let actor = visitor!(visitor, &format!("/deliveries/{}", path_segment(&id)));
     let title = format!("Delivery {id}");
     let mut page = Page::new(&title, "deliveries", &visitor, &c, actor);
-    page.notice = q.get("done").cloned();
+    page.notice = notice_of(&c, &visitor, &q);
     let id = match parse_id(&id) {
         Ok(id) => id,
         Err(e) => return error_page(&page, e),
@@ -722,7 +738,7 @@ async fn delivery(
     page.render(
         "delivery.html",
         context! {
-            d => Value::from_serialize(&view),
+            d => Value::from_serialize(for_actor(&view, page.actor)),
             held => row.next_retry == Some(held_until()),
         },
     )
@@ -760,7 +776,7 @@ async fn dead_letters(
 ) -> Response {
     let actor = visitor!(visitor, "/dead-letters");
     let mut page = Page::new("Dead letters", "dead", &visitor, &c, actor);
-    page.notice = q.get("done").cloned();
+    page.notice = notice_of(&c, &visitor, &q);
     let letters = match c
         .queue
         .dead_letters(crate::DEFAULT_LIST_LIMIT as isize)

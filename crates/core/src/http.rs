@@ -36,6 +36,8 @@ pub enum ServeError {
     EmptyToken,
     #[error("the token is shorter than {MIN_TOKEN_LEN} characters; use a random one (e.g. openssl rand -hex 32)")]
     ShortToken,
+    #[error("the read-only token is the full token: give them different values")]
+    SameTokens,
     #[error("cannot listen on {0}: {1}")]
     Listen(SocketAddr, std::io::Error),
 }

@@ -26,10 +26,6 @@ pub enum OpsError {
     /// Input the action refuses (the message says why).
     #[error("{0}")]
     Invalid(String),
-    /// Part of the action was done; the message says what was and what the
-    /// sweeper finishes.
-    #[error("{0}")]
-    Partial(String),
 }
 
 /// Rows `resume` releases or enqueues per statement: the sweeper's shipped
@@ -197,59 +193,83 @@ pub async fn replay_bulk(
 #[derive(Debug, Serialize)]
 pub struct Resumed {
     pub webhook: String,
+    /// It was paused (else resume only released rows a cut-short resume
+    /// left held, if any).
+    pub was_paused: bool,
     /// Held rows made due.
     pub released: usize,
     /// Due rows found (the released ones included).
     pub due: usize,
-    /// Of those, pushed now (the rest were already on their way).
+    /// Of those, pushed now (the rest were already on their way, or wait
+    /// for the sweeper: see `note`).
     pub enqueued: usize,
+    /// Why some due rows were not pushed now (Redis did not answer); they
+    /// are due, so the sweeper sends them.
+    pub note: Option<String>,
 }
 
 /// `webhook resume NAME`: unpauses the webhook, enqueues its due rows
 /// (each with its in-flight key, so a job already on its way is not sent
 /// twice), then releases its held rows a batch at a time, oldest first,
-/// and enqueues them. None when it was not paused.
+/// and enqueues them.
+///
+/// Postgres decides; Redis only hurries: a row released is due, so if
+/// pushing fails the sweeper sends it, and the release goes on. Resuming a
+/// webhook that is not paused releases rows an interrupted resume left
+/// held, so running it again always finishes the job.
 pub async fn resume(
     store: &Store,
     queue: &RedisQueue,
     ttl: Duration,
     name: &str,
-) -> Result<Option<Resumed>, OpsError> {
+) -> Result<Resumed, StoreError> {
     let owned = name.to_string();
-    let Some(w) = store.run(move |c| webhooks::resume(c, &owned)).await? else {
-        return Ok(None);
-    };
+    let (w, was_paused) = store
+        .run(move |c| match webhooks::resume(c, &owned)? {
+            Some(w) => Ok((w, true)),
+            None => Ok((webhooks::get(c, &owned)?, false)),
+        })
+        .await?;
     let mut done = Resumed {
         webhook: w.name.clone(),
+        was_paused,
         released: 0,
         due: 0,
         enqueued: 0,
+        note: None,
     };
-    let send = async |rows: &[DueRow], enqueued_so_far: usize| {
+    // After one failure nothing more is pushed (each push would wait for
+    // Redis's timeout); the rows stay due for the sweeper.
+    let send = async |rows: &[DueRow], done: &mut Resumed| {
+        done.due += rows.len();
+        if done.note.is_some() {
+            return;
+        }
         let items: Vec<Enqueue> = rows.iter().map(Into::into).collect();
-        let pushed = queue.enqueue(&items, ttl).await.map_err(|e| {
-            OpsError::Partial(format!(
-                "webhook {} is resumed, but its due deliveries could not all be enqueued \
-                 ({enqueued_so_far} were): {e}; the sweeper sends the rest on its next tick",
-                w.name
-            ))
-        })?;
-        Ok::<usize, OpsError>(pushed.iter().filter(|p| **p).count())
+        match queue.enqueue(&items, ttl).await {
+            Ok(pushed) => done.enqueued += pushed.iter().filter(|p| **p).count(),
+            Err(e) => {
+                done.note = Some(format!(
+                    "some due deliveries were not pushed now ({e}); they are due, and the sweeper sends them"
+                ))
+            }
+        }
     };
     // Rows due and never held first (their order in time), then the held
     // ones, released and enqueued a batch at a time, oldest first.
-    let mut after = None;
-    loop {
-        let id = w.id;
-        let rows = store
-            .run(move |c| deliveries::due_of_webhook(c, id, after, RESUME_BATCH))
-            .await?;
-        let Some(last) = rows.last() else { break };
-        after = Some((last.next_retry, last.id));
-        done.due += rows.len();
-        done.enqueued += send(&rows, done.enqueued).await?;
-        if (rows.len() as i64) < RESUME_BATCH {
-            break;
+    if was_paused {
+        let mut after = None;
+        loop {
+            let id = w.id;
+            let rows = store
+                .run(move |c| deliveries::due_of_webhook(c, id, after, RESUME_BATCH))
+                .await?;
+            let Some(last) = rows.last() else { break };
+            after = Some((last.next_retry, last.id));
+            send(&rows, &mut done).await;
+            if (rows.len() as i64) < RESUME_BATCH {
+                break;
+            }
         }
     }
     let mut after_id = 0;
@@ -261,8 +281,7 @@ pub async fn resume(
         let Some(last) = rows.last() else { break };
         after_id = last.id;
         done.released += rows.len();
-        done.due += rows.len();
-        done.enqueued += send(&rows, done.enqueued).await?;
+        send(&rows, &mut done).await;
     }
-    Ok(Some(done))
+    Ok(done)
 }

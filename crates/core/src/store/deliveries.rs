@@ -994,6 +994,25 @@ pub fn list(conn: &mut PgConnection, filter: &ListFilter) -> Result<Vec<Delivery
         .load(conn)?)
 }
 
+/// [`list`], stopped by Postgres after `limit` (a person's search must
+/// never hold a connection, or Postgres's time, for long: a filter no index
+/// serves walks the table). In its own transaction, so the limit is set
+/// with SET LOCAL and works through a pooler.
+pub fn list_within(
+    conn: &mut PgConnection,
+    filter: &ListFilter,
+    limit: Duration,
+) -> Result<Vec<DeliveryLog>, StoreError> {
+    conn.transaction(|conn| {
+        diesel::sql_query(format!(
+            "SET LOCAL statement_timeout = {}",
+            limit.as_millis().max(1)
+        ))
+        .execute(conn)?;
+        list(conn, filter)
+    })
+}
+
 pub fn get(conn: &mut PgConnection, id: i64) -> Result<DeliveryLog, StoreError> {
     webhook_request_logs::table
         .find(id)
