@@ -34,6 +34,8 @@ on stdout, progress on stderr):
                   webhooks that answer in 100 ms (against 1024 / 0.1 s);
                   isolation (10% of events to a hanging webhook) at the
                   default concurrency;
+  --only console  page and API times of `hookfleet console` at 1,000,000
+                  delivery rows (bench/console.py);
   --only cluster  a three-node Redis Cluster started on spare ports against
                   the single Redis: end to end, 8 webhooks, 1, 2, 4 and 8
                   workers at --concurrency 64, 30,000 events each, with
@@ -674,7 +676,7 @@ def main():
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
     ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention", "fleet",
-                                       "cluster", "defaults"],
+                                       "cluster", "defaults", "console"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -685,6 +687,7 @@ def main():
                     help="--only drain|e2e: webhooks with fleet-wide limits that never bind (their cost)")
     ap.add_argument("--scale-events", type=int,
                     help="--only fleet|cluster: events per run (default 40,000 and 30,000)")
+    ap.add_argument("--console-repeats", type=int, default=10, help="--only console: requests per route")
     ap.add_argument("--no-report", action="store_true", help="do not rewrite docs/PERFORMANCE.md")
     ap.add_argument("--report-from", metavar="JSON", help="rewrite docs/PERFORMANCE.md and the plot from a saved run")
     a = ap.parse_args()
@@ -721,6 +724,10 @@ def main():
             return
         if a.only == "isolation":
             print(json.dumps(isolation(bench, a.events, a.concurrency), indent=2))
+            return
+        if a.only == "console":
+            import console  # page and API times at 1M rows: see bench/console.py
+            print(json.dumps(console.run(bench, a), indent=2))
             return
         if a.only:
             r = hookfleet_run(bench, a.only, a.events, a.webhooks, a.workers, a.concurrency, count_statements=True,

@@ -228,7 +228,7 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
         %method,
         path,
         status = response.status().as_u16(),
-        ms = started.elapsed().as_secs_f64() * 1000.0,
+        ms = (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0,
         "console request"
     );
     response
