@@ -395,6 +395,12 @@ async fn actions_through_the_api_end_in_real_deliveries() {
     let letters = console.get("/api/v1/dead-letters", t).await.json();
     let id = letters[0]["id"].as_str().unwrap().to_string();
     assert!(letters[0]["reason"].is_string());
+    let one = console.get(&format!("/api/v1/dead-letters/{id}"), t).await;
+    assert_eq!(one.json()["job"], "not a job", "{}", one.body);
+    assert_eq!(
+        console.get("/api/v1/dead-letters/nope", t).await.status,
+        404
+    );
     let a = console
         .post(&format!("/api/v1/dead-letters/{id}/purge"), t, "")
         .await;
@@ -635,6 +641,25 @@ async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
         .await;
     assert!(receiver.requests()[0].signatures_verified());
     worker.stop().await;
+
+    // Preview: the request a document would make, nothing sent.
+    let sent = receiver.count();
+    let a = console
+        .post(
+            "/api/v1/webhooks/orders-v2/preview",
+            Some(READ_TOKEN),
+            r#"{"doctype": "Sales Order", "name": "SO-9", "grand_total": 0}"#,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let p = a.json();
+    assert_eq!(p["meets_condition"], true, "the condition was cleared: {p}");
+    assert!(p["body"].as_str().unwrap().contains("SO-9"), "{p}");
+    let a = console
+        .post("/api/v1/webhooks/orders-v2/preview", t, "[1]")
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(receiver.count(), sent, "a preview sent something");
 
     let a = console.delete("/api/v1/webhooks/orders-v2", t).await;
     assert_eq!(a.status, 200, "{}", a.body);

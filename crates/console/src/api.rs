@@ -58,6 +58,11 @@ pub fn api_routes() -> Vec<Route> {
         ),
         (
             &["post"],
+            "/api/v1/webhooks/{name}/preview",
+            post(webhook_preview),
+        ),
+        (
+            &["post"],
             "/api/v1/webhooks/{name}/pause",
             post(webhook_pause),
         ),
@@ -94,6 +99,7 @@ pub fn api_routes() -> Vec<Route> {
             post(delivery_retry),
         ),
         (&["get"], "/api/v1/dead-letters", get(dead_list)),
+        (&["get"], "/api/v1/dead-letters/{id}", get(dead_show)),
         (
             &["post"],
             "/api/v1/dead-letters/{id}/requeue",
@@ -232,6 +238,27 @@ async fn webhook_delete(
     Path(name): Path<String>,
 ) -> ApiResult {
     actions::delete(&c, actor, &name).await.map(Json)
+}
+
+/// `webhook preview`: the body is the document; the answer says whether
+/// it meets the condition and the request it would make (header values
+/// hidden). Nothing is recorded or sent, so a read-only token may ask.
+async fn webhook_preview(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let doc = Value::Object(object(&bytes)?);
+    let (w, _) = actions::webhook_with_health(&c, &name).await?;
+    let policy = c.policy.clone();
+    // Templates render in the renderer process, bounded in time and
+    // memory; the wait for it is not the runtime's.
+    let preview =
+        tokio::task::spawn_blocking(move || hookfleet_core::render::preview(&w, &doc, &policy))
+            .await
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(Json(for_actor(&preview, actor)))
 }
 
 #[derive(Deserialize, Default)]
@@ -449,6 +476,16 @@ async fn dead_list(
         )));
     }
     to_json(&c.queue.dead_letters(limit as isize).await?)
+}
+
+async fn dead_show(State(c): Shared, ApiActor(_): ApiActor, Path(id): Path<String>) -> ApiResult {
+    match c.queue.dead_letter_by_id(&id).await? {
+        Some(d) => to_json(&d),
+        None => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no dead letter {id:?}"),
+        )),
+    }
 }
 
 async fn dead_requeue(
