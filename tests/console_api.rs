@@ -387,16 +387,16 @@ async fn actions_through_the_api_end_in_real_deliveries() {
     assert_eq!(w["queues"][0], "default");
 
     // Dead letters: a job that does not parse is filed; requeue and purge.
-    env.push_jobs("default", ["not a job"]);
-    until("the bad job is dead-lettered", || {
-        env.llen(&env.queue.keys().dead()) == 1
+    env.push_jobs("default", ["not a job", "nor this"]);
+    until("the bad jobs are dead-lettered", || {
+        env.llen(&env.queue.keys().dead()) == 2
     })
     .await;
     let letters = console.get("/api/v1/dead-letters", t).await.json();
     let id = letters[0]["id"].as_str().unwrap().to_string();
     assert!(letters[0]["reason"].is_string());
     let one = console.get(&format!("/api/v1/dead-letters/{id}"), t).await;
-    assert_eq!(one.json()["job"], "not a job", "{}", one.body);
+    assert_eq!(one.json()["job"], letters[0]["job"], "{}", one.body);
     assert_eq!(
         console.get("/api/v1/dead-letters/nope", t).await.status,
         404
@@ -405,11 +405,21 @@ async fn actions_through_the_api_end_in_real_deliveries() {
         .post(&format!("/api/v1/dead-letters/{id}/purge"), t, "")
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
+    let left = console.get("/api/v1/dead-letters", t).await.json();
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    // Requeue (with no worker to take it again): back on its queue.
+    worker.stop().await;
+    let other = left[0]["id"].as_str().unwrap().to_string();
+    let a = console
+        .post(&format!("/api/v1/dead-letters/{other}/requeue"), t, "")
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["queue"], "default");
+    assert_eq!(env.queue_depth("default"), 1);
     assert_eq!(
         console.get("/api/v1/dead-letters", t).await.json(),
         Value::Array(vec![])
     );
-    worker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
