@@ -147,6 +147,10 @@ class Fleet:
         if sealed:
             self.env["HOOKFLEET_SECRET_KEY"] = SECRET_KEY
         self.run("hookfleet", "migrate")
+        # An experiment on the schema (an index considered, say), applied
+        # after the migrations: HOOKFLEET_BENCH_EXTRA_SQL.
+        if os.environ.get("HOOKFLEET_BENCH_EXTRA_SQL"):
+            bench.psql(self.db, os.environ["HOOKFLEET_BENCH_EXTRA_SQL"])
         self.webhooks = webhooks
         extra = []
         if template:

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS webhook_request_logs_by_document;
