@@ -764,6 +764,23 @@ async fn what_a_browser_does_for_another_site_is_refused() {
         .await;
     assert!(back.body.contains("Paused orders."), "{}", back.body);
 
+    // Behind a TLS proxy the session cookie is Secure; on plain HTTP not.
+    let login = |proto: Option<&'static str>| {
+        let console = &console;
+        async move {
+            let mut headers = vec![("content-type", "application/x-www-form-urlencoded")];
+            if let Some(p) = proto {
+                headers.push(("x-forwarded-proto", p));
+            }
+            let a = console
+                .send_with("POST", "/login", &headers, &format!("token={FULL_TOKEN}"))
+                .await;
+            a.header("set-cookie").unwrap_or_default().to_string()
+        }
+    };
+    assert!(login(Some("https")).await.contains("; Secure"));
+    assert!(!login(None).await.contains("Secure"));
+
     // The same value for both tokens is refused at start.
     let local: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
     assert!(hookfleet_console::check_exposure(local, Some(FULL_TOKEN), Some(FULL_TOKEN)).is_err());

@@ -272,6 +272,7 @@ async fn login_form(visitor: PageActor) -> Response {
 
 async fn login(
     State(c): State<Arc<Console>>,
+    headers: axum::http::HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let given = form.get("token").map(|t| t.trim()).unwrap_or("");
@@ -284,11 +285,17 @@ async fn login(
         return r;
     };
     tracing::info!(actor = actor.name, "console login");
+    // Behind a TLS proxy (which says so), the cookie never travels in clear.
+    let behind_tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
     let cookie = format!(
-        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         auth::COOKIE,
         c.tokens.session_for(actor.role),
-        auth::SESSION_LIFE.as_secs()
+        auth::SESSION_LIFE.as_secs(),
+        if behind_tls { "; Secure" } else { "" }
     );
     let mut r = Redirect::to(&next).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
