@@ -163,7 +163,7 @@ for f in glob.glob(os.path.join(root, "crates/**/*.rs"), recursive=True):
         if re.search(r"\blong\b", attrs):
             named = re.search(r'\blong\s*=\s*"([^"]+)"', attrs)
             flags.add("--" + (named.group(1) if named else field.replace("_", "-")))
-SECRET_KEYS = {"database-url", "redis-url", "secret-key", "ingest-token"}
+SECRET_KEYS = {"database-url", "redis-url", "secret-key", "ingest-token", "console-token", "console-read-token"}
 BINARIES = {"hookfleet", "hookfleet-worker", "hookfleet-sweeper", "hookfleet-producer"}
 
 def used_flags(words, where):
@@ -264,15 +264,19 @@ def check_k8s(path, label):
                     if ref and (ref["name"] != "hookfleet" or ref["key"] not in SECRET_KEYS):
                         bad(f"{cw}: secretKeyRef {ref} is not one of Secret hookfleet's documented keys")
             long_running = kind == "Deployment"
+            # The console keeps no metrics of the fleet (the workers and the
+            # sweeper export them): it serves /livez and /readyz on its own
+            # port, and nothing to scrape.
+            scraped = labels.get("app.kubernetes.io/component") != "console"
             for c in spec.get("containers", []) if long_running else []:
                 cw = f"{where} container {c['name']}"
                 ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
                 args = c.get("command", []) + c.get("args", [])
-                if "--metrics-listen" not in args or ports.get("metrics") != 9464 \
-                        or args[args.index("--metrics-listen") + 1] != "0.0.0.0:9464":
+                if scraped and ("--metrics-listen" not in args or ports.get("metrics") != 9464
+                                or args[args.index("--metrics-listen") + 1] != "0.0.0.0:9464"):
                     bad(f"{cw}: must serve --metrics-listen 0.0.0.0:9464 on a port named metrics")
                 ann = t.get("metadata", {}).get("annotations", {})
-                if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != "9464":
+                if scraped and (ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != "9464"):
                     bad(f"{where}: prometheus scrape annotations missing")
                 for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
                     get = (c.get(probe) or {}).get("httpGet") or {}

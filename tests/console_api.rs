@@ -136,6 +136,12 @@ async fn the_api_reads_what_the_cli_reads_and_filters_deliveries() {
     let bad: i64 = minutes.iter().map(|m| m["failed"].as_i64().unwrap()).sum();
     assert_eq!((ok, bad), (2, 1), "{activity}");
 
+    let ready = console.get("/readyz", None).await;
+    assert_eq!(
+        ready.status, 200,
+        "Postgres and Redis answer: {}",
+        ready.body
+    );
     let doc: Value = console.get("/api/v1/openapi.json", None).await.json();
     assert!(doc["paths"]["/api/v1/deliveries"]["get"].is_object());
 }

@@ -156,6 +156,12 @@ enum SecretsCommand {
     },
 }
 
+/// How often the console's ticker ticks, and how long /livez tolerates it
+/// not ticking: a runtime that cannot run a task for half a minute is
+/// wedged.
+const CONSOLE_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+const CONSOLE_STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Postgres connections the console keeps: a few people and scripts at once.
 const CONSOLE_POOL_SIZE: u32 = 8;
 
@@ -264,6 +270,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             let shutdown = hookfleet_core::shutdown::Shutdown::new();
             shutdown.listen_for_signals();
+            // The console has no loop of its own: a ticker shows /livez the
+            // runtime still schedules work.
+            let progress = hookfleet_core::observe::progress();
+            progress.set_stall_after(CONSOLE_STALL_AFTER);
+            tokio::spawn(async move {
+                loop {
+                    progress.tick();
+                    tokio::time::sleep(CONSOLE_TICK).await;
+                }
+            });
             hookfleet_console::serve(
                 listen,
                 console,

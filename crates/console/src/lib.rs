@@ -168,12 +168,17 @@ impl From<hookfleet_core::ops::OpsError> for ApiError {
     }
 }
 
-/// The console's routes: the API, the pages, and a liveness probe.
+/// The console's routes: the API, the pages, and the probes (`/healthz`
+/// answers while the process serves; `/livez` and `/readyz` as every
+/// hookfleet process has them: the runtime ticks, Postgres and Redis
+/// answer).
 pub fn router(console: Arc<Console>) -> Router {
+    let probe = hookfleet_core::observe::Probe::new(console.store.clone(), console.queue.clone());
     Router::new()
         .merge(api::router())
         .merge(pages::router())
         .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .merge(hookfleet_core::observe::probe_routes(probe, false).with_state(()))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .layer(axum::middleware::from_fn(timed))
