@@ -156,8 +156,8 @@ async fn refused_input_gets_a_clear_json_error_and_writes_nothing() {
     let before = env.rows();
 
     for (path, needle) in [
-        ("/api/v1/deliveries?limit=0", "limit is 1 to 1000"),
-        ("/api/v1/deliveries?limit=1001", "limit is 1 to 1000"),
+        ("/api/v1/deliveries?limit=0", "limit is 1 to 200"),
+        ("/api/v1/deliveries?limit=201", "limit is 1 to 200"),
         ("/api/v1/deliveries?limit=abc", "limit"),
         ("/api/v1/deliveries?status=Lost", "unknown status"),
         (
@@ -168,7 +168,7 @@ async fn refused_input_gets_a_clear_json_error_and_writes_nothing() {
         ("/api/v1/deliveries/abc", "not a delivery id"),
         ("/api/v1/deliveries/-4", "not a delivery id"),
         ("/api/v1/activity?minutes=0", "minutes is 1 to 1440"),
-        ("/api/v1/dead-letters?limit=5000", "limit is 1 to 1000"),
+        ("/api/v1/dead-letters?limit=5000", "limit is 1 to 200"),
     ] {
         let a = console.get(path, t).await;
         assert_eq!(a.status, 400, "{path}: {}", a.body);

@@ -49,13 +49,15 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// replay of many rows takes seconds).
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
 
-/// The most rows one list returns: a page a person reads, or a script
-/// walks with `before`.
-pub const MAX_LIST_LIMIT: i64 = 1_000;
+/// The most rows one list returns. A delivery carries its request body
+/// (at most 1 MiB) and the receiver's answer (bounded too): 200 of them
+/// keep a page's memory to a few hundred MiB in the worst case, a few MiB
+/// in the usual one. Scripts walk further with `before`.
+pub const MAX_LIST_LIMIT: i64 = 200;
 
 /// The longest a delivery list's query may run before Postgres stops it:
-/// a search no index serves (a document's name on a large table) must not
-/// load the database the workers write to.
+/// a filter no index serves (an event name, a status that matches nothing
+/// on a large table) must not load the database the workers write to.
 pub const LIST_STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Rows a list returns when the caller does not say.
