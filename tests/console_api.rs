@@ -623,6 +623,35 @@ async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
     let stored = &env.stored_webhooks()[0];
     assert_eq!(stored.condition.as_deref(), Some("doc.grand_total > 0"));
 
+    // A definition read and sent back keeps its hidden header values.
+    let shown = console.get("/api/v1/webhooks/orders", t).await.json();
+    assert_eq!(shown["headers"][0]["value"], "[hidden]", "{shown}");
+    let back = serde_json::json!({"headers": shown["headers"].clone()});
+    let a = console
+        .patch("/api/v1/webhooks/orders", t, &back.to_string())
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let spec = env.stored_webhooks()[0].to_spec().unwrap();
+    assert!(
+        spec.headers
+            .iter()
+            .any(|h| h.value == "Bearer keep-this-hidden"),
+        "{:?}",
+        spec.headers.iter().map(|h| &h.key).collect::<Vec<_>>()
+    );
+    let a = console
+        .patch(
+            "/api/v1/webhooks/orders",
+            t,
+            r#"{"headers": [{"key": "X-New", "value": "[hidden]"}]}"#,
+        )
+        .await;
+    assert_eq!(
+        a.status, 400,
+        "[hidden] for a header never stored: {}",
+        a.body
+    );
+
     // Changes: a new secret starts a rotation; null clears; lists replace.
     let a = console
         .patch(
@@ -731,6 +760,19 @@ async fn what_a_browser_does_for_another_site_is_refused() {
         )
         .await;
     assert_eq!(a.status, 200, "the console's own origin: {}", a.body);
+    // Behind a proxy that rewrites Host: the origin matches X-Forwarded-Host.
+    let a = open
+        .send_with(
+            "POST",
+            "/api/v1/webhooks/orders/enable",
+            &[
+                ("origin", "https://console.example"),
+                ("x-forwarded-host", "console.example"),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(a.status, 200, "the proxy's origin: {}", a.body);
     drop(open);
 
     // With tokens: a read-only viewer sees a receiver's host, not its URL.
@@ -824,5 +866,45 @@ async fn a_resume_cut_short_is_finished_by_resuming_again() {
         env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
             .await;
     }
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_cut_short_is_finished_by_the_sweeper() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &[]).await;
+    env.store
+        .run_sync(|c| hookfleet_core::store::webhooks::pause(c, "orders", "test"))
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.submit(&format!("SO-{n}")).await.deliveries[0].id);
+    }
+    let worker = env.start_worker(2, slow_schedule());
+    let held = Some(hookfleet_core::store::deliveries::held_until());
+    env.until_rows("all held", |rows| rows.iter().all(|r| r.next_retry == held))
+        .await;
+    // The unpause committed; the process stopped before releasing.
+    env.store
+        .run_sync(|c| hookfleet_core::store::webhooks::resume(c, "orders"))
+        .unwrap();
+    let report = env
+        .sweeper(100, Duration::from_secs(600))
+        .tick_and_log(Duration::from_secs(10))
+        .await
+        .expect("a tick");
+    assert_eq!(report.released, 3, "{report:?}");
+    assert_eq!(report.enqueued, 3, "released rows go out in the same tick");
+    for id in ids {
+        env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+            .await;
+    }
+    let again = env
+        .sweeper(100, Duration::from_secs(600))
+        .tick_and_log(Duration::from_secs(10))
+        .await
+        .expect("a tick");
+    assert_eq!(again.released, 0, "the webhook is no longer marked");
     worker.stop().await;
 }

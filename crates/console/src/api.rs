@@ -703,6 +703,8 @@ pub mod actions {
 
     pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
         actor.may_act()?;
+        // Logged before it starts: the caller may be gone when it ends.
+        logged(actor, "resume", name);
         // Detached from the request: a caller who goes away (or a timeout)
         // does not cut the release of a long backlog short.
         let (store, queue, ttl, owned) = (
@@ -716,7 +718,7 @@ pub mod actions {
             .map_err(|e| {
                 ApiError(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
             })??;
-        logged(actor, "resume", name);
+
         Ok(
             json!({ "webhook": r.webhook, "resumed": r.was_paused, "released": r.released,
                    "due": r.due, "enqueued": r.enqueued, "note": r.note }),
@@ -782,18 +784,19 @@ pub mod actions {
             c.key_ttl,
             webhook.to_string(),
         );
-        let done = tokio::spawn(async move {
-            ops::replay_bulk(&store, &queue, ttl, &owned, status, since, dry_run).await
-        })
-        .await
-        .map_err(|e| ApiError(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
         if !dry_run {
+            // Logged before it starts: the caller may be gone when it ends.
             logged(
                 actor,
                 "retry-bulk",
                 &format!("{webhook} {status} since {since}"),
             );
         }
+        let done = tokio::spawn(async move {
+            ops::replay_bulk(&store, &queue, ttl, &owned, status, since, dry_run).await
+        })
+        .await
+        .map_err(|e| ApiError(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
         Ok(serde_json::to_value(&done).unwrap_or(Value::Null))
     }
 

@@ -190,7 +190,8 @@ pub fn router(console: Arc<Console>) -> Router {
 /// The longest a request may take, reading its body included: a caller
 /// that sends headers and then trickles (or never sends) its body gives up
 /// its connection. Resume and bulk replay go on in the background past it.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Under [`SHUTDOWN_WAIT`], so a stopping console sees every request end.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Logs each request at debug with its status and the server's time (the
 /// figure the console's performance notes quote), and ends it after
@@ -202,7 +203,7 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
     let mut response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(r) => r,
         Err(_) => ApiError(
-            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "the request took longer than {}s",
                 REQUEST_TIMEOUT.as_secs()
@@ -272,11 +273,26 @@ async fn guard(
     );
     if !safe {
         if let Some(origin) = headers.get(axum::http::header::ORIGIN) {
-            let same = origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.split_once("://"))
-                .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host));
+            // Behind a proxy that rewrites Host, the browser's origin is the
+            // proxy's: X-Forwarded-Host names it. A browser that says the
+            // request is same-origin (Sec-Fetch-Site) is believed.
+            let forwarded = headers
+                .get("x-forwarded-host")
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.split(',').next())
+                .map(str::trim);
+            let same_site = headers
+                .get("sec-fetch-site")
+                .is_some_and(|v| v.as_bytes() == b"same-origin");
+            let same = same_site
+                || origin
+                    .to_str()
+                    .ok()
+                    .and_then(|o| o.split_once("://"))
+                    .is_some_and(|(_, authority)| {
+                        authority.eq_ignore_ascii_case(host)
+                            || forwarded.is_some_and(|f| authority.eq_ignore_ascii_case(f))
+                    });
             if !same {
                 tracing::warn!("console refused a cross-origin request");
                 return ApiError(

@@ -73,6 +73,11 @@ pub fn update(
     })
 }
 
+/// How every surface shows a header value (see
+/// [`crate::model::display_header_value`]); in a definition sent back it
+/// means "keep the stored value".
+pub const HIDDEN: &str = "[hidden]";
+
 /// The keys [`apply_json`] takes.
 pub const JSON_KEYS: &[&str] = &[
     "name",
@@ -98,7 +103,8 @@ pub const JSON_KEYS: &[&str] = &[
 ];
 
 /// Applies a JSON definition to `spec`: each key given replaces that part
-/// (lists whole), `null` clears what may be absent (body_template,
+/// (lists whole; a header whose value is [`HIDDEN`] keeps its stored
+/// value), `null` clears what may be absent (body_template,
 /// condition, secret, max_concurrency, rate_limit). Returns the sample
 /// document to validate on (`sample_doc`, if given) and whether the secret
 /// was cleared. Unknown keys and wrong types are refused with the key's
@@ -183,6 +189,9 @@ pub fn apply_json(
                     .collect::<Result<_, ValidationError>>()?
             }
             "headers" => {
+                // Header values are shown as [hidden]: a definition read and
+                // sent back keeps the stored value of a header so shown.
+                let stored = std::mem::take(&mut spec.headers);
                 spec.headers = list(key, v)?
                     .iter()
                     .map(|h| {
@@ -192,6 +201,19 @@ pub fn apply_json(
                                 .transpose()
                         };
                         match (get("key")?, get("value")?) {
+                            (Some(key), Some(value)) if value == HIDDEN => stored
+                                .iter()
+                                .find(|s| s.key.eq_ignore_ascii_case(&key))
+                                .map(|s| Header {
+                                    key: key.clone(),
+                                    value: s.value.clone(),
+                                })
+                                .ok_or_else(|| {
+                                    bad(
+                                        "headers",
+                                        &format!("{key}: {HIDDEN} keeps a stored value, and none is stored"),
+                                    )
+                                }),
                             (Some(key), Some(value)) => Ok(Header { key, value }),
                             _ => Err(bad("headers", "objects with a key and a value")),
                         }

@@ -218,7 +218,7 @@ pub fn display_header_value(key: &str, value: &str, reveal: bool) -> String {
     if reveal || key.eq_ignore_ascii_case("content-type") {
         value.to_string()
     } else {
-        "[hidden]".into()
+        crate::definitions::HIDDEN.into()
     }
 }
 

@@ -283,5 +283,7 @@ pub async fn resume(
         done.released += rows.len();
         send(&rows, &mut done).await;
     }
+    let id = w.id;
+    store.run(move |c| webhooks::release_done(c, id)).await?;
     Ok(done)
 }

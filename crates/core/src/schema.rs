@@ -35,6 +35,7 @@ diesel::table! {
         paused_at -> Nullable<Timestamptz>,
         paused_reason -> Nullable<Text>,
         rate_limit -> Nullable<Int4>,
+        releasing -> Bool,
     }
 }
 

@@ -10,6 +10,8 @@
 //! until no due row is left or its time budget is spent.
 //!
 //! Rows of paused webhooks are walked past: they wait for `webhook resume`.
+//! A resume cut short leaves its webhook marked `releasing`; a tick
+//! releases what is still held first, so the same tick enqueues it.
 //!
 //! After sweeping, a tick applies the retention (`--retention`): terminal
 //! rows older than it are deleted, with their attempts, in paced batches,
@@ -32,6 +34,12 @@ use serde::Serialize;
 use hookfleet_core::error::{QueueError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::{deliveries, health, retention, webhooks, Store};
+
+/// Held rows a tick releases at most for resumes cut short, a statement
+/// of [`RELEASE_BATCH`] at a time: a backlog of millions is finished over a
+/// few ticks, none of them long.
+pub const RELEASE_PER_TICK: usize = 100_000;
+pub const RELEASE_BATCH: i64 = 1_000;
 
 /// Rows enqueued per batch by default: one enqueue script call and one
 /// query page per batch keep each step short; a tick takes as many batches
@@ -56,6 +64,8 @@ pub struct TickReport {
     pub batches: usize,
     /// Whether the sweep stopped at its time budget with due rows left.
     pub budget_spent: bool,
+    /// Held rows of resumed webhooks released (a resume cut short).
+    pub released: usize,
     /// Terminal rows deleted by the retention (and their attempts).
     pub pruned: u64,
     pub pruned_attempts: u64,
@@ -126,7 +136,9 @@ impl Sweeper {
     /// logged with what it found and did and how long it took.
     pub async fn tick_and_log(&self, budget: Duration) -> Result<TickReport, SweepError> {
         let started = std::time::Instant::now();
+        let released = self.finish_releases().await?;
         let mut r = self.sweep(budget).await?;
+        r.released = released;
         if let Some(retention) = self.retention {
             let budget = self.prune_budget;
             let from = {
@@ -168,12 +180,43 @@ impl Sweeper {
             skipped_in_flight = r.skipped_in_flight,
             batches = r.batches,
             budget_spent = r.budget_spent,
+            released = r.released,
             pruned = r.pruned,
             pruned_attempts = r.pruned_attempts,
             ms = started.elapsed().as_millis() as u64,
             "tick"
         );
         Ok(r)
+    }
+
+    /// Releases the held rows a resume cut short left behind (webhooks
+    /// marked `releasing` and not paused), at most [`RELEASE_PER_TICK`] a
+    /// tick; they are due at once, so the sweep that follows enqueues them.
+    /// A webhook is unmarked once none of its rows is held.
+    pub async fn finish_releases(&self) -> Result<usize, SweepError> {
+        let mut released = 0;
+        for id in self.store.run(webhooks::releasing).await? {
+            let mut after = 0;
+            loop {
+                if released >= RELEASE_PER_TICK {
+                    return Ok(released);
+                }
+                let rows = self
+                    .store
+                    .run(move |c| deliveries::release_held(c, id, after, RELEASE_BATCH))
+                    .await?;
+                let Some(last) = rows.last() else { break };
+                after = last.id;
+                released += rows.len();
+            }
+            self.store
+                .run(move |c| webhooks::release_done(c, id))
+                .await?;
+        }
+        if released > 0 {
+            tracing::info!(released, "released rows a resume cut short had left held");
+        }
+        Ok(released)
     }
 
     /// Sets the gauges only the sweeper keeps: the due backlog and its

@@ -369,6 +369,7 @@ pub fn resume(conn: &mut PgConnection, name: &str) -> Result<Option<Webhook>, St
         .set((
             webhooks::paused_at.eq(None::<DateTime<Utc>>),
             webhooks::paused_reason.eq(None::<String>),
+            webhooks::releasing.eq(true),
         ))
         .returning(Webhook::as_returning())
         .get_result(conn)
@@ -384,6 +385,25 @@ pub fn resume(conn: &mut PgConnection, name: &str) -> Result<Option<Webhook>, St
             }
         }
     })
+}
+
+/// The webhook's held rows are all released: a resume finished (see
+/// [`releasing`]).
+pub fn release_done(conn: &mut PgConnection, webhook_id: i64) -> Result<(), StoreError> {
+    diesel::update(webhooks::table.find(webhook_id))
+        .set(webhooks::releasing.eq(false))
+        .execute(conn)?;
+    Ok(())
+}
+
+/// Webhooks resumed whose held rows may not all be released yet (a resume
+/// cut short): the sweeper releases them.
+pub fn releasing(conn: &mut PgConnection) -> Result<Vec<i64>, StoreError> {
+    Ok(webhooks::table
+        .filter(webhooks::releasing.eq(true))
+        .filter(webhooks::paused_at.is_null())
+        .select(webhooks::id)
+        .load(conn)?)
 }
 
 /// The names of the paused webhooks, for `stats` and the metrics.
