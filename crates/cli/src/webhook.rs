@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::definitions;
+use hookfleet_core::error::ValidationError;
 use hookfleet_core::model::read_document;
 use hookfleet_core::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookSpec};
 use hookfleet_core::ops;
@@ -614,45 +615,44 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             no_rate_limit,
             clear_allowed_hosts,
         } => {
-            let current = store.run_sync(|c| webhooks::get(c, &name))?;
-            let mut spec = current.to_spec()?;
-            if clear_allowed_hosts {
-                spec.allowed_hosts.clear();
-            }
-            if clear_headers {
-                spec.headers.clear();
-            }
-            if clear_fields {
-                spec.fields.clear();
-            }
-            if no_body_template {
-                spec.body_template = None;
-            }
-            if no_condition {
-                spec.condition = None;
-            }
-            if default_concurrency {
-                spec.max_concurrency = None;
-            }
-            if no_rate_limit {
-                spec.rate_limit = None;
-            }
-            if no_secret {
-                spec.secret = None;
-            }
-            if static_url {
-                spec.dynamic_url = false;
-            }
-            let was = spec.secret.clone();
-            fields.apply(&mut spec)?;
-            if let Some(new_name) = rename {
-                spec.name = new_name;
-            }
-            let sample = fields.sample(&spec.entity_type)?;
-            warn_unsealed(&spec);
-            let updated = defining(store, |c| {
-                definitions::update(c, policy, &name, &spec, was.as_ref(), no_secret, &sample)
-            })?;
+            let edit = |spec: &mut WebhookSpec| {
+                if clear_allowed_hosts {
+                    spec.allowed_hosts.clear();
+                }
+                if clear_headers {
+                    spec.headers.clear();
+                }
+                if clear_fields {
+                    spec.fields.clear();
+                }
+                if no_body_template {
+                    spec.body_template = None;
+                }
+                if no_condition {
+                    spec.condition = None;
+                }
+                if default_concurrency {
+                    spec.max_concurrency = None;
+                }
+                if no_rate_limit {
+                    spec.rate_limit = None;
+                }
+                if no_secret {
+                    spec.secret = None;
+                }
+                if static_url {
+                    spec.dynamic_url = false;
+                }
+                let refused = |e: anyhow::Error| ValidationError(format!("{e:#}"));
+                fields.apply(spec).map_err(refused)?;
+                if let Some(new_name) = rename {
+                    spec.name = new_name;
+                }
+                let sample = fields.sample(&spec.entity_type).map_err(refused)?;
+                warn_unsealed(spec);
+                Ok((sample, no_secret))
+            };
+            let updated = defining(store, |c| definitions::update_with(c, policy, &name, edit))?;
             let w = updated.webhook;
             let starts_rotation = updated.rotation_started;
             println!(

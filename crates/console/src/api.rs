@@ -632,32 +632,11 @@ pub mod actions {
         let updated = c
             .store
             .run(move |conn| {
-                let current = webhooks::get(conn, &owned)?;
-                let mut spec = match current.to_spec() {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return Ok(Err(ApiError(
-                            axum::http::StatusCode::CONFLICT,
-                            format!("webhook {owned:?}: {e}"),
-                        )))
-                    }
-                };
-                let was = spec.secret.clone();
-                let (sample, remove_secret) = match definitions::apply_json(&mut spec, &body) {
-                    Ok(v) => v,
-                    Err(e) => return Ok(Err(ApiError::bad_request(e.to_string()))),
-                };
-                let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
-                Ok(definitions::update(
-                    conn,
-                    &policy,
-                    &owned,
-                    &spec,
-                    was.as_ref(),
-                    remove_secret,
-                    &sample,
-                )
-                .map_err(ApiError::from))
+                Ok(definitions::update_with(conn, &policy, &owned, |spec| {
+                    let (sample, remove_secret) = definitions::apply_json(spec, &body)?;
+                    let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
+                    Ok((sample, remove_secret))
+                }))
             })
             .await??;
         logged(actor, "webhook-update", name);

@@ -5,10 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use diesel::PgConnection;
+use diesel::{Connection, PgConnection};
 
 use crate::config::parse_duration;
-use crate::error::{StoreError, ValidationError};
+use crate::error::{Refusal, StoreError, ValidationError};
 use crate::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec};
 use crate::sign::Secret;
 use crate::ssrf::NetworkPolicy;
@@ -71,6 +71,42 @@ pub fn update(
         rotation_started: replaces && webhook.rotating(chrono::Utc::now()),
         webhook,
     })
+}
+
+/// `update` as one read-modify-write: the stored definition is read under
+/// a row lock, `edit` changes it (and returns the sample document to
+/// validate on and whether the secret goes), and the result is validated
+/// and stored in the same transaction, so two changes made at once (an
+/// edit and a disable, two edits) never undo each other.
+pub fn update_with(
+    conn: &mut PgConnection,
+    policy: &NetworkPolicy,
+    name: &str,
+    edit: impl FnOnce(&mut WebhookSpec) -> Result<(Value, bool), ValidationError>,
+) -> Result<Updated, DefinitionError> {
+    conn.transaction(|conn| {
+        let current = webhooks::get_for_update(conn, name)?;
+        let mut spec = current.to_spec().map_err(|e| {
+            StoreError::Refused(Refusal::Unsealable(name.to_string(), e.to_string()))
+        })?;
+        let was = spec.secret.clone();
+        let (sample, remove_secret) = edit(&mut spec)?;
+        update(
+            conn,
+            policy,
+            name,
+            &spec,
+            was.as_ref(),
+            remove_secret,
+            &sample,
+        )
+    })
+}
+
+impl From<diesel::result::Error> for DefinitionError {
+    fn from(e: diesel::result::Error) -> DefinitionError {
+        DefinitionError::Store(e.into())
+    }
 }
 
 /// How every surface shows a header value (see

@@ -40,6 +40,18 @@ pub fn insert(conn: &mut PgConnection, row: &WebhookRow) -> Result<Webhook, Stor
         .map_err(|e| map_unique(e, &row.name))
 }
 
+/// [`get`], locking the row until the transaction ends (a
+/// read-modify-write of the definition).
+pub fn get_for_update(conn: &mut PgConnection, name: &str) -> Result<Webhook, StoreError> {
+    webhooks::table
+        .filter(webhooks::name.eq(name))
+        .select(Webhook::as_select())
+        .for_update()
+        .first(conn)
+        .optional()?
+        .ok_or_else(|| not_found(name))
+}
+
 pub fn get(conn: &mut PgConnection, name: &str) -> Result<Webhook, StoreError> {
     webhooks::table
         .filter(webhooks::name.eq(name))
