@@ -908,3 +908,83 @@ async fn a_resume_cut_short_is_finished_by_the_sweeper() {
     assert_eq!(again.released, 0, "the webhook is no longer marked");
     worker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frappe_webhooks_import_through_the_api_as_through_the_cli() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    let site = serde_json::json!([
+        {
+            "doctype": "Webhook", "name": "Orders JSON", "webhook_doctype": "Sales Order",
+            "webhook_docevent": "on_submit", "request_url": receiver.url("/json"),
+            "request_structure": "JSON", "webhook_json": "{\"n\": \"{{ doc.name }}\"}",
+            "enable_security": 1, "webhook_secret": "import-secret"
+        },
+        {
+            "doctype": "Webhook", "name": "Masked", "webhook_doctype": "Sales Order",
+            "webhook_docevent": "on_cancel", "request_url": receiver.url("/masked"),
+            "request_structure": "JSON", "enable_security": 1, "webhook_secret": "*************"
+        }
+    ]);
+    let a = console
+        .post(
+            "/api/v1/imports/frappe?dry_run=true",
+            Some(READ_TOKEN),
+            &site.to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "a dry run is a read: {}", a.body);
+    let r = a.json();
+    assert_eq!(r["outcomes"][0]["action"], "would_create", "{r}");
+    assert_eq!(r["outcomes"][1]["action"], "refused", "{r}");
+    assert!(
+        r["outcomes"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("masked"),
+        "{r}"
+    );
+    assert!(env.stored_webhooks().is_empty(), "a dry run wrote");
+    let a = console
+        .post(
+            "/api/v1/imports/frappe",
+            Some(READ_TOKEN),
+            &site.to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+
+    let a = console
+        .post(
+            "/api/v1/imports/frappe?atomic=true",
+            Some(FULL_TOKEN),
+            &site.to_string(),
+        )
+        .await;
+    assert_eq!(a.json()["held_back"], true, "{}", a.body);
+    assert!(env.stored_webhooks().is_empty(), "atomic: nothing written");
+    let a = console
+        .post(
+            "/api/v1/imports/frappe",
+            Some(FULL_TOKEN),
+            &site.to_string(),
+        )
+        .await;
+    let r = a.json();
+    assert_eq!(
+        (r["outcomes"][0]["action"].clone(), r["refused"].clone()),
+        (Value::from("created"), Value::from(1)),
+        "{r}"
+    );
+    assert!(!a.body.contains("import-secret"));
+    assert_eq!(env.stored_webhooks()[0].name, "Orders JSON");
+    let a = console
+        .post(
+            "/api/v1/imports/frappe",
+            Some(FULL_TOKEN),
+            "{\"doctype\": \"Nope\"",
+        )
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+}

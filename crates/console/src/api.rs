@@ -86,6 +86,13 @@ pub fn api_routes() -> Vec<Route> {
             "/api/v1/webhooks/{name}/rotate-finish",
             post(webhook_rotate_finish),
         ),
+        (
+            &["post"],
+            "/api/v1/imports/frappe",
+            post(frappe_import).layer(axum::extract::DefaultBodyLimit::max(
+                hookfleet_core::frappe_import::MAX_IMPORT_BYTES,
+            )),
+        ),
         (&["get"], "/api/v1/deliveries", get(delivery_list)),
         (
             &["post"],
@@ -259,6 +266,48 @@ async fn webhook_preview(
             .await
             .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(for_actor(&preview, actor)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ImportQuery {
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    atomic: bool,
+}
+
+/// `webhook import`: the body is what the CLI's file holds (Frappe Webhook
+/// documents); the answer is the same report, document by document, and
+/// `refused`, how many were.
+async fn frappe_import(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    q: Result<Query<ImportQuery>, QueryRejection>,
+    bytes: Bytes,
+) -> ApiResult {
+    let q = query(q)?;
+    if !q.dry_run {
+        actor.may_act()?;
+    }
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
+    let docs = hookfleet_core::frappe_import::documents(text)
+        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    let (store, policy) = (c.store.clone(), c.policy.clone());
+    let report = tokio::task::spawn_blocking(move || {
+        hookfleet_core::frappe_import::import(&store, &policy, &docs, q.dry_run, q.atomic)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    if !q.dry_run {
+        actions::logged_import(actor, report.outcomes.len(), report.refused());
+    }
+    Ok(Json(json!({
+        "outcomes": report.outcomes,
+        "held_back": report.held_back,
+        "refused": report.refused(),
+    })))
 }
 
 #[derive(Deserialize, Default)]
@@ -529,6 +578,14 @@ pub mod actions {
 
     fn logged(actor: Actor, action: &str, target: &str) {
         tracing::info!(actor = actor.name, action, target, "console action");
+    }
+
+    pub fn logged_import(actor: Actor, documents: usize, refused: usize) {
+        logged(
+            actor,
+            "webhook-import",
+            &format!("{documents} documents, {refused} refused"),
+        );
     }
 
     pub async fn activity(c: &Console, minutes: i32) -> Result<Vec<MinuteCount>, ApiError> {

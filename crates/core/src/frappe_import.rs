@@ -7,10 +7,19 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::model::{FieldMapping, Header, Method, Structure, WebhookSpec, DEFAULT_TIMEOUT};
+use crate::error::StoreError;
+use crate::model::{
+    FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT,
+};
+use crate::render::default_sample_doc;
 use crate::sign::Secret;
+use crate::ssrf::NetworkPolicy;
+use crate::store::webhooks::{self, SecretChange, Upsert};
+use crate::store::Store;
+use crate::validate::validate;
 
 /// The largest import file read: a site's webhooks are a few kilobytes
 /// each; a file this size is a mistake (or not a fixtures file).
@@ -313,6 +322,285 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
         secret,
         notes,
     })
+}
+
+// The import itself: documents planned against what is stored, then
+// written (each on its own, or all in one transaction).
+
+/// What happened to one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Created,
+    Updated,
+    Unchanged,
+    WouldCreate,
+    WouldUpdate,
+    /// Valid, but not written: another document was refused under `atomic`.
+    Skipped,
+    Refused,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Updated => "updated",
+            Action::Unchanged => "unchanged",
+            Action::WouldCreate => "would create",
+            Action::WouldUpdate => "would update",
+            Action::Skipped => "skipped",
+            Action::Refused => "refused",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    pub name: String,
+    pub action: Action,
+    /// Why it was refused.
+    pub reason: Option<String>,
+    /// What differs from the way Frappe sends it.
+    pub notes: Vec<String>,
+}
+
+/// A document ready to write.
+struct Plan {
+    spec: WebhookSpec,
+    change: SecretChange,
+    exists: bool,
+    /// The stored webhook is this definition already.
+    unchanged: bool,
+}
+
+/// Maps and validates one document against what is stored.
+fn plan(
+    store: &Store,
+    policy: &NetworkPolicy,
+    doc: &serde_json::Value,
+) -> Result<(Plan, Vec<String>), String> {
+    let imported = to_spec(doc)?;
+    let mut spec = imported.spec;
+    let current: Option<Webhook> = match store.run_sync(|c| webhooks::get(c, &spec.name)) {
+        Ok(w) => Some(w),
+        Err(StoreError::NotFound(_)) => None,
+        Err(e) => return Err(e.to_string()),
+    };
+    let current_spec = current
+        .as_ref()
+        .map(|w| w.to_spec().map_err(|e| e.to_string()))
+        .transpose()?;
+    let mut notes = imported.notes;
+    // What Frappe has no field for stays as the operator set it here.
+    if let Some(current) = &current_spec {
+        spec.max_concurrency = current.max_concurrency;
+        spec.rate_limit = current.rate_limit;
+        if spec.dynamic_url {
+            spec.allowed_hosts = current.allowed_hosts.clone();
+        }
+        if doc
+            .get("max_retries")
+            .is_none_or(serde_json::Value::is_null)
+        {
+            spec.max_retries = current.max_retries;
+        }
+    }
+    if spec.queue != "default" {
+        notes.push(format!(
+            "its deliveries go to the queue {:?}: a worker must read it (--queues)",
+            spec.queue
+        ));
+    }
+    let stored_secret = current_spec.as_ref().and_then(|c| c.secret.clone());
+    let change = match imported.secret {
+        ImportedSecret::None => {
+            spec.secret = None;
+            SecretChange::Remove
+        }
+        ImportedSecret::Given(s) => {
+            spec.secret = Some(s.clone());
+            match stored_secret {
+                Some(old) if old != s => {
+                    notes.push(
+                        "the secret changed: the new one signs from now on, with no overlap \
+                         (as in Frappe)"
+                            .into(),
+                    );
+                    SecretChange::Replace(s)
+                }
+                Some(_) => SecretChange::Keep,
+                None => SecretChange::Set(s),
+            }
+        }
+        ImportedSecret::Masked => match stored_secret {
+            Some(kept) => {
+                spec.secret = Some(kept);
+                SecretChange::Keep
+            }
+            None => {
+                return Err("webhook_secret is masked (*****): Frappe never exports a \
+                            password; put the secret in the file and import again"
+                    .into())
+            }
+        },
+    };
+    validate(&spec, policy, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
+    Ok((
+        Plan {
+            unchanged: current_spec.as_ref() == Some(&spec),
+            exists: current.is_some(),
+            spec,
+            change,
+        },
+        notes,
+    ))
+}
+
+impl Plan {
+    fn upsert<'a>(&self, row: &'a WebhookRow) -> Upsert<'a> {
+        Upsert {
+            row,
+            secret: self.change.clone(),
+            exists: self.exists,
+        }
+    }
+
+    fn written(&self) -> Action {
+        if self.exists {
+            Action::Updated
+        } else {
+            Action::Created
+        }
+    }
+}
+
+/// Writes the plans: each on its own, or (`atomic`) all in one transaction
+/// that a failure rolls back whole.
+fn write_all(store: &Store, plans: &[&Plan], atomic: bool) -> Vec<Result<Action, String>> {
+    let rows: Vec<WebhookRow> = plans.iter().map(|p| WebhookRow::from(&p.spec)).collect();
+    if !atomic {
+        return plans
+            .iter()
+            .zip(&rows)
+            .map(|(p, row)| {
+                store
+                    .run_sync(|c| webhooks::upsert(c, &p.upsert(row)))
+                    .map(|_| p.written())
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+    }
+    let items: Vec<Upsert> = plans
+        .iter()
+        .zip(&rows)
+        .map(|(p, row)| p.upsert(row))
+        .collect();
+    match store.run_sync(|c| webhooks::upsert_all(c, &items)) {
+        Ok(_) => plans.iter().map(|p| Ok(p.written())).collect(),
+        Err(e) => {
+            let reason = format!("nothing was written (atomic): {e}");
+            plans.iter().map(|_| Err(reason.clone())).collect()
+        }
+    }
+}
+
+/// What an import did, document by document, and whether it held back
+/// every write (`atomic`, and a document was refused).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub outcomes: Vec<Outcome>,
+    pub held_back: bool,
+}
+
+impl Report {
+    pub fn refused(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| o.action == Action::Refused)
+            .count()
+    }
+}
+
+/// `webhook import`: maps each document ([`to_spec`]), validates it as
+/// `webhook add` does against what is stored, and (unless `dry_run`)
+/// creates or updates it under its Frappe name; one refused document does
+/// not stop the others unless `atomic`.
+pub fn import(
+    store: &Store,
+    policy: &NetworkPolicy,
+    docs: &[Value],
+    dry_run: bool,
+    atomic: bool,
+) -> Report {
+    let mut outcomes = Vec::with_capacity(docs.len());
+    let mut plans = Vec::with_capacity(docs.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let name = document_name(doc, i);
+        // A name given twice in one file would be created, then updated by
+        // the second: the later ones are refused, whatever became of the
+        // first.
+        let planned = if seen.insert(name.clone()) {
+            plan(store, policy, doc)
+        } else {
+            Err("the file holds another document of this name".into())
+        };
+        match planned {
+            Ok((p, notes)) => {
+                outcomes.push(Outcome {
+                    name,
+                    action: Action::Unchanged,
+                    reason: None,
+                    notes,
+                });
+                plans.push(Some(p));
+            }
+            Err(reason) => {
+                outcomes.push(Outcome {
+                    name,
+                    action: Action::Refused,
+                    reason: Some(reason),
+                    notes: Vec::new(),
+                });
+                plans.push(None);
+            }
+        }
+    }
+    let refused = outcomes
+        .iter()
+        .filter(|o| o.action == Action::Refused)
+        .count();
+    let hold_back = atomic && refused > 0;
+    let mut to_write = Vec::new();
+    for (i, (outcome, plan)) in outcomes.iter_mut().zip(&plans).enumerate() {
+        let Some(plan) = plan else { continue };
+        outcome.action = match (plan.unchanged, hold_back, dry_run, plan.exists) {
+            (true, ..) => Action::Unchanged,
+            (false, true, ..) => Action::Skipped,
+            (false, false, true, true) => Action::WouldUpdate,
+            (false, false, true, false) => Action::WouldCreate,
+            (false, false, false, _) => {
+                to_write.push((i, plan));
+                continue;
+            }
+        };
+    }
+    let (indexes, writes): (Vec<usize>, Vec<&Plan>) = to_write.into_iter().unzip();
+    for (i, result) in indexes.into_iter().zip(write_all(store, &writes, atomic)) {
+        match result {
+            Ok(action) => outcomes[i].action = action,
+            Err(reason) => {
+                outcomes[i].action = Action::Refused;
+                outcomes[i].reason = Some(reason);
+            }
+        }
+    }
+    Report {
+        outcomes,
+        held_back: hold_back,
+    }
 }
 
 #[cfg(test)]
