@@ -426,6 +426,27 @@ async fn actions_through_the_api_end_in_real_deliveries() {
         console.get("/api/v1/dead-letters", t).await.json(),
         Value::Array(vec![])
     );
+    // All at once: file two, requeue all; file them again, purge all.
+    let dead_key = env.queue.keys().dead();
+    let worker = env.start_worker(2, slow_schedule());
+    env.push_jobs("default", ["bad 1", "bad 2"]);
+    until("three dead letters", || env.llen(&dead_key) == 3).await;
+    worker.stop().await;
+    let a = console
+        .post("/api/v1/dead-letters/requeue-all", t, "")
+        .await;
+    assert_eq!(a.json()["requeued"], 3, "{}", a.body);
+    assert_eq!(env.llen(&dead_key), 0);
+    let worker = env.start_worker(2, slow_schedule());
+    until("three dead letters again", || env.llen(&dead_key) == 3).await;
+    worker.stop().await;
+    let a = console
+        .post("/api/v1/dead-letters/purge-all", Some(READ_TOKEN), "")
+        .await;
+    assert_eq!(a.status, 401, "this console has no read token: {}", a.body);
+    let a = console.post("/api/v1/dead-letters/purge-all", t, "").await;
+    assert_eq!(a.json()["purged"], 3, "{}", a.body);
+    assert_eq!(env.llen(&dead_key), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

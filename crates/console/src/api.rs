@@ -106,6 +106,16 @@ pub fn api_routes() -> Vec<Route> {
             post(delivery_retry),
         ),
         (&["get"], "/api/v1/dead-letters", get(dead_list)),
+        (
+            &["post"],
+            "/api/v1/dead-letters/requeue-all",
+            post(dead_requeue_all),
+        ),
+        (
+            &["post"],
+            "/api/v1/dead-letters/purge-all",
+            post(dead_purge_all),
+        ),
         (&["get"], "/api/v1/dead-letters/{id}", get(dead_show)),
         (
             &["post"],
@@ -537,6 +547,31 @@ async fn dead_show(State(c): Shared, ApiActor(_): ApiActor, Path(id): Path<Strin
     }
 }
 
+/// `dead requeue --all`.
+async fn dead_requeue_all(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
+    actor.may_act()?;
+    let mut n = 0;
+    for d in c
+        .queue
+        .dead_letters(hookfleet_core::dead::DEAD_LETTER_LIMIT)
+        .await?
+    {
+        if c.queue.requeue_dead(&d.id).await?.is_some() {
+            n += 1;
+        }
+    }
+    actions::logged_dead_all(actor, "dead-requeue-all", n);
+    Ok(Json(json!({ "requeued": n })))
+}
+
+/// `dead purge --all`.
+async fn dead_purge_all(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
+    actor.may_act()?;
+    let n = c.queue.purge_all_dead().await?;
+    actions::logged_dead_all(actor, "dead-purge-all", n as usize);
+    Ok(Json(json!({ "purged": n })))
+}
+
 async fn dead_requeue(
     State(c): Shared,
     ApiActor(actor): ApiActor,
@@ -578,6 +613,10 @@ pub mod actions {
 
     fn logged(actor: Actor, action: &str, target: &str) {
         tracing::info!(actor = actor.name, action, target, "console action");
+    }
+
+    pub fn logged_dead_all(actor: Actor, action: &str, n: usize) {
+        logged(actor, action, &format!("{n} dead letters"));
     }
 
     pub fn logged_import(actor: Actor, documents: usize, refused: usize) {
