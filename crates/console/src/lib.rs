@@ -9,13 +9,23 @@
 //!   session cookie (HttpOnly, SameSite=Strict) for [`SESSION_LIFE`].
 //! - With no token at all the console serves loopback only, to whoever can
 //!   reach it there (as the ingest does).
-//! - Every action is a POST; the pages' forms carry a CSRF token bound to the
-//!   session, and a POST without it is refused. The API's bearer token is
-//!   not sent by browsers on their own, so it needs none.
+//! - Every action is a POST (PATCH, DELETE); the pages' forms carry a CSRF
+//!   token bound to the session, and a POST without it is refused. The
+//!   API's bearer token is not sent by browsers on their own, so it needs
+//!   none; another site's `Origin` is refused everywhere.
 //! - Every action is logged at info with the name of the token that did it
-//!   (`token`, `read-token` or `loopback`).
-//! - Secrets are never shown; header values that look like credentials are
-//!   hidden (the views of [`hookfleet_core::views`]).
+//!   (`token` or `loopback`; a `read-token` may not act).
+//! - Secrets are never shown, nor header values (the views of
+//!   [`hookfleet_core::views`]); a read-only viewer sees less (`redact`).
+//!
+//! # Layout
+//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`)
+//!   and the `actions` the pages' buttons call too.
+//! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered.
+//! - `auth`: tokens, the session cookie, CSRF tokens and signed notices.
+//! - `redact`: what a read-only viewer is not shown.
+//! - this file: the router, the guard against other sites, request time
+//!   limits, and the listener.
 
 mod api;
 mod auth;

@@ -31,7 +31,16 @@
 //! - [`config`]: durations as people write them, shared defaults, URLs made
 //!   safe to print (the flags themselves are in `hookfleet-settings`).
 //! - [`error`]: the error types callers match on.
-//! - [`frappe_import`]: Frappe Webhook documents read into definitions.
+//! - [`frappe_import`]: Frappe Webhook documents read into definitions, and
+//!   the import that writes them.
+//! - [`definitions`]: webhook definitions validated and stored, from the
+//!   CLI's flags or the API's JSON.
+//! - [`views`]: what every surface shows (the CLI's `--json`, the API, the
+//!   console's pages).
+//! - [`ops`]: the operator's actions that need Postgres and Redis (stats,
+//!   replay, resume), one implementation for the CLI and the console.
+//! - [`http`]: what the ingest and the console share as HTTP listeners
+//!   (a bounded accept loop, bearer tokens, the loopback rule).
 //! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
 //!   templates, and the site's time zone.
 //! - [`observe`]: the metrics, and the `/metrics`, `/livez` and `/readyz`
