@@ -360,9 +360,8 @@ struct Chart {
     bar: f64,
     bars: Vec<Bar>,
     peak: i64,
-    /// The first and last minutes' labels, under the bars.
+    /// The first minute (RFC 3339), under the bars' left end.
     first: String,
-    last: String,
     total_ok: i64,
     total_failed: i64,
 }
@@ -404,9 +403,8 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
         peak,
         first: minutes
             .first()
-            .map(|m| m.minute.format("%H:%M UTC").to_string())
+            .map(|m| m.minute.to_rfc3339())
             .unwrap_or_default(),
-        last: "now".into(),
         total_ok: minutes.iter().map(|m| m.ok).sum(),
         total_failed: minutes.iter().map(|m| m.failed).sum(),
     }

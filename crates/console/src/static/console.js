@@ -4,8 +4,10 @@ document.querySelectorAll("time[datetime]").forEach((el) => {
   const t = new Date(el.getAttribute("datetime"));
   if (isNaN(t)) return;
   el.title = el.getAttribute("datetime");
-  el.textContent = t.toLocaleString(undefined, {
-    year: "numeric", month: "short", day: "numeric",
-    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
-  });
+  el.textContent = el.hasAttribute("data-short")
+    ? t.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", timeZoneName: "short" })
+    : t.toLocaleString(undefined, {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+    });
 });
