@@ -1009,3 +1009,56 @@ async fn frappe_webhooks_import_through_the_api_as_through_the_cli() {
         .await;
     assert_eq!(a.status, 400, "{}", a.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_binary_logs_every_write_with_its_token_and_client_and_never_a_token() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &[]).await;
+    let port = hookfleet_testkit::free_port();
+    let mut cmd = env.command("hookfleet");
+    cmd.args(["console", "--listen", &format!("127.0.0.1:{port}")])
+        .env("HOOKFLEET_CONSOLE_TOKEN", FULL_TOKEN)
+        .env("HOOKFLEET_CONSOLE_READ_TOKEN", READ_TOKEN);
+    let mut console = hookfleet_testkit::FleetProcess::spawn_logged(cmd);
+    let base = format!("http://127.0.0.1:{port}");
+    until("the console listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
+    let bearer = format!("authorization: Bearer {FULL_TOKEN}");
+    let (code, body) = hookfleet_testkit::curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &bearer,
+        "-H",
+        "x-forwarded-for: 203.0.113.7",
+        &format!("{base}/api/v1/webhooks/orders/pause"),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = hookfleet_testkit::curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "authorization: Bearer wrong-token-0123456789",
+        &format!("{base}/api/v1/webhooks/orders/resume"),
+    ]);
+    assert_eq!(code, 401);
+    console.stop();
+    let log = console.log();
+    assert!(
+        log.contains("console action")
+            && log.contains("actor=\"token\"")
+            && log.contains("action=\"pause\""),
+        "{log}"
+    );
+    assert!(
+        log.contains("203.0.113.7"),
+        "the client a proxy named: {log}"
+    );
+    assert!(log.contains("missing or wrong bearer token"), "{log}");
+    for secret in [FULL_TOKEN, READ_TOKEN, "wrong-token-0123456789"] {
+        assert!(!log.contains(secret), "a token in the log: {log}");
+    }
+}

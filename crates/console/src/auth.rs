@@ -221,7 +221,8 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
         match tokens.actor_of(bearer(&parts.headers)) {
             Some(actor) => Ok(ApiActor(actor)),
             None => {
-                tracing::warn!("console API refused: missing or wrong bearer token");
+                let client = hookfleet_core::http::client_of(&parts.extensions, &parts.headers);
+                tracing::warn!(client, "console API refused: missing or wrong bearer token");
                 tokio::time::sleep(REFUSAL_DELAY).await;
                 Err(ApiError(
                     StatusCode::UNAUTHORIZED,

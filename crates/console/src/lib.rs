@@ -209,6 +209,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 /// name documents. Adds the headers every answer carries.
 async fn timed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let client = hookfleet_core::http::client_of(request.extensions(), request.headers());
     let started = std::time::Instant::now();
     let mut response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(r) => r,
@@ -242,13 +243,15 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
         axum::http::header::REFERRER_POLICY,
         axum::http::HeaderValue::from_static("same-origin"),
     );
-    tracing::debug!(
-        %method,
-        path,
-        status = response.status().as_u16(),
-        ms = (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0,
-        "console request"
-    );
+    let ms = (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0;
+    let status = response.status().as_u16();
+    if matches!(method, axum::http::Method::GET | axum::http::Method::HEAD) {
+        tracing::debug!(%method, path, status, ms, client, "console request");
+    } else {
+        // Every write, answered or refused, with where it came from: beside
+        // the action's own line (which names the token), the audit trail.
+        tracing::info!(%method, path, status, ms, client, "console request");
+    }
     response
 }
 

@@ -97,6 +97,26 @@ pub fn bearer(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
+/// The address a request's connection came from (a proxy's, behind one),
+/// for the logs: handlers find it in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+/// Who a request came from, as a log line says it: the peer, and what a
+/// proxy in front says in `X-Forwarded-For` (not trusted, only recorded).
+pub fn client_of(extensions: &axum::http::Extensions, headers: &HeaderMap) -> String {
+    let peer = extensions
+        .get::<Peer>()
+        .map_or_else(|| "-".to_string(), |p| p.0.to_string());
+    match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(f) => format!(
+            "{peer} (forwarded for {})",
+            f.chars().take(200).collect::<String>()
+        ),
+        None => peer,
+    }
+}
+
 /// Binds `listen` (port 0: any free port), returning the listener and the
 /// address it got.
 pub async fn bind(listen: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
@@ -132,7 +152,7 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -145,7 +165,9 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone().layer(axum::Extension(Peer(peer))),
+        );
         let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let watched = graceful.watch(connection);
         tokio::spawn(async move {
