@@ -206,7 +206,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 /// Logs each request at debug with its status and the server's time (the
 /// figure the console's performance notes quote), and ends it after
 /// [`REQUEST_TIMEOUT`]. The path is logged without its query, which may
-/// name documents. Adds the headers every answer carries.
+/// name documents. Adds the security headers every answer carries.
 async fn timed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     let client = hookfleet_core::http::client_of(request.extensions(), request.headers());
@@ -231,10 +231,22 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
         )
         .into_response();
     }
+    // Every answer, page or JSON: nothing is sniffed, framed, or loaded from
+    // elsewhere (the pages use only the console's own stylesheet and script).
     let headers = response.headers_mut();
     headers.insert(
         axum::http::header::X_CONTENT_TYPE_OPTIONS,
         axum::http::HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        axum::http::header::X_FRAME_OPTIONS,
+        axum::http::HeaderValue::from_static("DENY"),
+    );
+    headers.insert(
+        axum::http::header::CONTENT_SECURITY_POLICY,
+        axum::http::HeaderValue::from_static(
+            "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'",
+        ),
     );
     // same-origin, not no-referrer: with no-referrer Chromium sends
     // `Origin: null` on the console's own form posts, which the guard

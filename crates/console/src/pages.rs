@@ -154,39 +154,35 @@ impl Page<'_> {
 
     /// Puts rendered `content` inside the layout.
     fn wrap(&self, content: String) -> Response {
-        let page = TEMPLATES.get_template("layout.html").and_then(|t| {
-            t.render(context! {
+        in_layout(
+            context! {
                 title => self.title,
                 section => self.section,
                 notice => &self.notice,
                 q => &self.q,
-                content => Value::from_safe_string(content),
                 actor => self.who(),
                 csrf => &self.csrf,
-            })
-        });
-        match page {
-            Ok(html) => no_store(Html(html).into_response()),
-            Err(e) => failed(&e),
-        }
+            },
+            content,
+        )
     }
 }
 
-/// Pages show live state and a CSRF token: never cached.
-fn no_store(mut r: Response) -> Response {
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r.headers_mut().insert(
-        header::HeaderName::from_static("x-frame-options"),
-        HeaderValue::from_static("DENY"),
-    );
-    r.headers_mut().insert(
-        header::HeaderName::from_static("content-security-policy"),
-        HeaderValue::from_static(
-            "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'",
-        ),
-    );
-    r
+/// `content` inside the layout, with the layout's values `ctx`. Pages show
+/// live state and a CSRF token: never cached (the security headers every
+/// answer carries are the router's, see `timed`).
+fn in_layout(ctx: Value, content: String) -> Response {
+    let page = TEMPLATES
+        .get_template("layout.html")
+        .and_then(|t| t.render(context! { content => Value::from_safe_string(content), ..ctx }));
+    match page {
+        Ok(html) => (
+            [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+            Html(html),
+        )
+            .into_response(),
+        Err(e) => failed(&e),
+    }
 }
 
 fn failed(e: &minijinja::Error) -> Response {
@@ -224,14 +220,9 @@ fn ask_login(next: &str) -> Response {
     let content = TEMPLATES.get_template("login.html").and_then(|t| {
         t.render(context! { next => safe_next(next), hours => auth::SESSION_LIFE.as_secs() / 3600 })
     });
-    let page = content.and_then(|c| {
-        TEMPLATES.get_template("layout.html").and_then(|t| {
-            t.render(context! { title => "Log in", content => Value::from_safe_string(c) })
-        })
-    });
-    match page {
-        Ok(html) => {
-            let mut r = no_store(Html(html).into_response());
+    match content {
+        Ok(c) => {
+            let mut r = in_layout(context! { title => "Log in" }, c);
             *r.status_mut() = StatusCode::UNAUTHORIZED;
             r
         }
