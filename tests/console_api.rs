@@ -878,6 +878,11 @@ async fn a_resume_cut_short_is_finished_by_resuming_again() {
         .run_sync(|c| hookfleet_core::store::webhooks::resume(c, "orders"))
         .unwrap();
     let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let shown = console
+        .get(&format!("/api/v1/deliveries/{}", ids[0]), Some(FULL_TOKEN))
+        .await
+        .json();
+    assert_eq!(shown["held"], true, "{shown}");
     let a = console
         .post("/api/v1/webhooks/orders/resume", Some(FULL_TOKEN), "")
         .await;

@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::store::deliveries::ListFilter;
-use hookfleet_core::views::{DeliveryView, WebhookView};
 
 use crate::auth::ApiActor;
 use crate::redact::for_actor;
@@ -203,12 +202,7 @@ async fn workers(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
 }
 
 async fn webhook_list(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
-    let (all, mut health) = actions::webhooks_with_health(&c).await?;
-    let views: Vec<WebhookView> = all
-        .iter()
-        .map(|w| WebhookView::new(w, health.remove(&w.id).unwrap_or_default(), false))
-        .collect();
-    Ok(Json(for_actor(&views, actor)))
+    actions::webhook_views(&c, actor).await.map(Json)
 }
 
 async fn webhook_show(
@@ -216,8 +210,7 @@ async fn webhook_show(
     ApiActor(actor): ApiActor,
     Path(name): Path<String>,
 ) -> ApiResult {
-    let (w, health) = actions::webhook_with_health(&c, &name).await?;
-    Ok(Json(for_actor(&WebhookView::new(&w, health, false), actor)))
+    actions::webhook_view(&c, &name, actor).await.map(Json)
 }
 
 /// A JSON object body (a webhook definition), or a 400.
@@ -267,7 +260,7 @@ async fn webhook_preview(
     bytes: Bytes,
 ) -> ApiResult {
     let doc = Value::Object(object(&bytes)?);
-    let (w, _) = actions::webhook_with_health(&c, &name).await?;
+    let w = actions::webhook(&c, &name).await?;
     let policy = c.policy.clone();
     // Templates render in the renderer process, bounded in time and
     // memory; the wait for it is not the runtime's.
@@ -311,7 +304,12 @@ async fn frappe_import(
     .await
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     if !q.dry_run {
-        actions::logged_import(actor, report.outcomes.len(), report.refused());
+        let target = format!(
+            "{} documents, {} refused",
+            report.outcomes.len(),
+            report.refused()
+        );
+        actions::logged(actor, "webhook-import", &target);
     }
     Ok(Json(json!({
         "outcomes": report.outcomes,
@@ -372,6 +370,19 @@ async fn webhook_rotate_finish(
     actions::rotate_finish(&c, actor, &name).await.map(Json)
 }
 
+/// A list's `limit`: [`DEFAULT_LIST_LIMIT`] when not given, else 1 to
+/// [`MAX_LIST_LIMIT`] or a 400.
+fn page_limit(given: Option<i64>) -> Result<i64, ApiError> {
+    let limit = given.unwrap_or(DEFAULT_LIST_LIMIT);
+    if (1..=MAX_LIST_LIMIT).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::bad_request(format!(
+            "limit is 1 to {MAX_LIST_LIMIT}"
+        )))
+    }
+}
+
 /// The delivery list's filters, as query parameters.
 #[derive(Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
@@ -399,12 +410,7 @@ impl ListQuery {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let limit = self.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-        if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-            return Err(ApiError::bad_request(format!(
-                "limit is 1 to {MAX_LIST_LIMIT}"
-            )));
-        }
+        let limit = page_limit(self.limit)?;
         let time = |name: &str, v: &Option<String>| {
             given(v)
                 .map(|t| hookfleet_core::config::parse_time_or_ago(&t))
@@ -439,10 +445,9 @@ async fn delivery_list(
 ) -> ApiResult {
     let q = query(q)?;
     let rows = actions::deliveries(&c, &q).await?;
-    let views: Vec<DeliveryView> = rows.iter().map(DeliveryView::new).collect();
     let full = rows.len() as i64 == q.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     to_json(&json!({
-        "deliveries": for_actor(&views, actor),
+        "deliveries": actions::delivery_views(&rows, actor),
         // The `before` of the next page, when this one was full.
         "next_before": if full { rows.last().map(|r| r.id) } else { None },
     }))
@@ -454,10 +459,7 @@ async fn delivery_show(
     Path(id): Path<String>,
 ) -> ApiResult {
     let id = parse_id(&id)?;
-    let (row, attempts) = actions::delivery(&c, id).await?;
-    let mut view = DeliveryView::new(&row);
-    view.attempt_log = Some(attempts.iter().collect());
-    Ok(Json(for_actor(&view, actor)))
+    actions::delivery_view(&c, id, actor).await.map(Json)
 }
 
 /// A delivery id from a path, or a 400 (not axum's plain-text rejection).
@@ -528,12 +530,7 @@ async fn dead_list(
     ApiActor(_): ApiActor,
     q: Result<Query<DeadQuery>, QueryRejection>,
 ) -> ApiResult {
-    let limit = query(q)?.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit is 1 to {MAX_LIST_LIMIT}"
-        )));
-    }
+    let limit = page_limit(query(q)?.limit)?;
     to_json(&c.queue.dead_letters(limit as isize).await?)
 }
 
@@ -560,7 +557,7 @@ async fn dead_requeue_all(State(c): Shared, ApiActor(actor): ApiActor) -> ApiRes
             n += 1;
         }
     }
-    actions::logged_dead_all(actor, "dead-requeue-all", n);
+    actions::logged(actor, "dead-requeue-all", &format!("{n} dead letters"));
     Ok(Json(json!({ "requeued": n })))
 }
 
@@ -568,7 +565,7 @@ async fn dead_requeue_all(State(c): Shared, ApiActor(actor): ApiActor) -> ApiRes
 async fn dead_purge_all(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
     actor.may_act()?;
     let n = c.queue.purge_all_dead().await?;
-    actions::logged_dead_all(actor, "dead-purge-all", n as usize);
+    actions::logged(actor, "dead-purge-all", &format!("{n} dead letters"));
     Ok(Json(json!({ "purged": n })))
 }
 
@@ -591,8 +588,6 @@ async fn dead_purge(
 /// What the API and the pages both do: reads they both show, and every
 /// action (checked against the actor's role and logged with its name).
 pub mod actions {
-    use std::collections::HashMap;
-
     use chrono::{DateTime, Utc};
     use serde_json::{json, Map, Value};
 
@@ -603,28 +598,17 @@ pub mod actions {
     use hookfleet_core::ops;
     use hookfleet_core::render::default_sample_doc;
     use hookfleet_core::store::deliveries::{self, MinuteCount};
-    use hookfleet_core::store::health::Health;
     use hookfleet_core::store::webhooks;
-    use hookfleet_core::views::WebhookView;
+    use hookfleet_core::views::{DeliveryView, WebhookView};
 
     use super::ListQuery;
     use crate::auth::Actor;
+    use crate::redact::for_actor;
     use crate::{ApiError, Console};
 
-    fn logged(actor: Actor, action: &str, target: &str) {
+    /// An action's audit line: who (the token's name), what, on what.
+    pub(crate) fn logged(actor: Actor, action: &str, target: &str) {
         tracing::info!(actor = actor.name, action, target, "console action");
-    }
-
-    pub fn logged_dead_all(actor: Actor, action: &str, n: usize) {
-        logged(actor, action, &format!("{n} dead letters"));
-    }
-
-    pub fn logged_import(actor: Actor, documents: usize, refused: usize) {
-        logged(
-            actor,
-            "webhook-import",
-            &format!("{documents} documents, {refused} refused"),
-        );
     }
 
     pub async fn activity(c: &Console, minutes: i32) -> Result<Vec<MinuteCount>, ApiError> {
@@ -633,25 +617,51 @@ pub mod actions {
             .await?)
     }
 
-    pub async fn webhooks_with_health(
-        c: &Console,
-    ) -> Result<(Vec<Webhook>, HashMap<i64, Health>), ApiError> {
+    /// Every webhook with its health (one read for all), as `actor` may
+    /// see them.
+    pub async fn webhook_views(c: &Console, actor: Actor) -> Result<Value, ApiError> {
         let all = c.store.run(webhooks::list).await?;
-        let health = ops::health_of(&c.store, &all).await?;
-        Ok((all, health))
+        let mut health = ops::health_of(&c.store, &all).await?;
+        let views: Vec<WebhookView> = all
+            .iter()
+            .map(|w| WebhookView::new(w, health.remove(&w.id).unwrap_or_default(), false))
+            .collect();
+        Ok(for_actor(&views, actor))
     }
 
-    pub async fn webhook_with_health(
-        c: &Console,
-        name: &str,
-    ) -> Result<(Webhook, Health), ApiError> {
+    /// The webhook `name` as stored.
+    pub async fn webhook(c: &Console, name: &str) -> Result<Webhook, ApiError> {
         let owned = name.to_string();
-        let w = c.store.run(move |conn| webhooks::get(conn, &owned)).await?;
+        Ok(c.store.run(move |conn| webhooks::get(conn, &owned)).await?)
+    }
+
+    /// The webhook `name` with its health, as `actor` may see it.
+    pub async fn webhook_view(c: &Console, name: &str, actor: Actor) -> Result<Value, ApiError> {
+        let w = webhook(c, name).await?;
+        view_of(c, w, actor).await
+    }
+
+    /// `w` with its health, as `actor` may see it.
+    async fn view_of(c: &Console, w: Webhook, actor: Actor) -> Result<Value, ApiError> {
         let health = ops::health_of(&c.store, std::slice::from_ref(&w))
             .await?
             .remove(&w.id)
             .unwrap_or_default();
-        Ok((w, health))
+        Ok(for_actor(&WebhookView::new(&w, health, false), actor))
+    }
+
+    /// A delivery with every attempt, as `actor` may see it.
+    pub async fn delivery_view(c: &Console, id: i64, actor: Actor) -> Result<Value, ApiError> {
+        let (row, attempts) = delivery(c, id).await?;
+        let mut view = DeliveryView::new(&row);
+        view.attempt_log = Some(attempts.iter().collect());
+        Ok(for_actor(&view, actor))
+    }
+
+    /// Deliveries as `actor` may see them.
+    pub fn delivery_views(rows: &[DeliveryLog], actor: Actor) -> Value {
+        let views: Vec<DeliveryView> = rows.iter().map(DeliveryView::new).collect();
+        for_actor(&views, actor)
     }
 
     pub async fn deliveries(c: &Console, q: &ListQuery) -> Result<Vec<DeliveryLog>, ApiError> {
@@ -674,15 +684,6 @@ pub mod actions {
         Ok(c.store
             .run(move |conn| Ok((deliveries::get(conn, id)?, deliveries::attempts(conn, id)?)))
             .await?)
-    }
-
-    /// The view of a stored webhook, with its health.
-    async fn shown(c: &Console, w: Webhook) -> Result<Value, ApiError> {
-        let health = ops::health_of(&c.store, std::slice::from_ref(&w))
-            .await?
-            .remove(&w.id)
-            .unwrap_or_default();
-        Ok(serde_json::to_value(WebhookView::new(&w, health, false)).unwrap_or(Value::Null))
     }
 
     /// `webhook add` from a JSON definition (see [`definitions::apply_json`]).
@@ -711,7 +712,7 @@ pub mod actions {
             .run(move |conn| Ok(definitions::add(conn, &policy, &spec, &sample)))
             .await??;
         logged(actor, "webhook-add", &name);
-        shown(c, w).await
+        view_of(c, w, actor).await
     }
 
     /// `webhook update` from a JSON definition: the keys given replace
@@ -737,7 +738,7 @@ pub mod actions {
             .await??;
         logged(actor, "webhook-update", name);
         let rotation = updated.rotation_started;
-        let mut v = shown(c, updated.webhook).await?;
+        let mut v = view_of(c, updated.webhook, actor).await?;
         v["rotation_started"] = Value::Bool(rotation);
         Ok(v)
     }

@@ -45,6 +45,24 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// Whoever reaches a console that has no token (loopback only).
+    pub const LOOPBACK: Actor = Actor {
+        name: "loopback",
+        role: Role::Full,
+    };
+
+    /// The caller of a token (or a session made with one) of `role`,
+    /// named after its flag.
+    fn of(role: Role) -> Actor {
+        Actor {
+            name: match role {
+                Role::Full => "token",
+                Role::Read => "read-token",
+            },
+            role,
+        }
+    }
+
     /// Refuses a read-only caller an action.
     pub fn may_act(&self) -> Result<(), ApiError> {
         match self.role {
@@ -101,15 +119,9 @@ impl Tokens {
             return None;
         }
         if full {
-            Some(Actor {
-                name: "token",
-                role: Role::Full,
-            })
+            Some(Actor::of(Role::Full))
         } else if read {
-            Some(Actor {
-                name: "read-token",
-                role: Role::Read,
-            })
+            Some(Actor::of(Role::Read))
         } else {
             None
         }
@@ -158,13 +170,7 @@ impl Tokens {
         if chrono::Utc::now().timestamp() >= expires {
             return None;
         }
-        Some(Actor {
-            name: match role {
-                Role::Full => "token",
-                Role::Read => "read-token",
-            },
-            role,
-        })
+        Some(Actor::of(role))
     }
 
     /// The CSRF token of the session `session` (its cookie's value, or ""
@@ -213,10 +219,7 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
     ) -> Result<Self, Self::Rejection> {
         let tokens = &console.tokens;
         if tokens.is_open() {
-            return Ok(ApiActor(Actor {
-                name: "loopback",
-                role: Role::Full,
-            }));
+            return Ok(ApiActor(Actor::LOOPBACK));
         }
         match tokens.actor_of(bearer(&parts.headers)) {
             Some(actor) => Ok(ApiActor(actor)),
@@ -252,10 +255,7 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for PageActor {
         let tokens = &console.tokens;
         if tokens.is_open() {
             return Ok(PageActor {
-                actor: Some(Actor {
-                    name: "loopback",
-                    role: Role::Full,
-                }),
+                actor: Some(Actor::LOOPBACK),
                 session: String::new(),
             });
         }

@@ -15,12 +15,8 @@ use axum::{Form, Router};
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use hookfleet_core::store::deliveries::held_until;
-use hookfleet_core::views::{DeliveryView, WebhookView};
-
 use crate::api::{actions, parse_id, ListQuery};
 use crate::auth::{self, Actor, PageActor, Role};
-use crate::redact::for_actor;
 use crate::{ApiError, Console};
 
 /// Minutes the overview's chart covers.
@@ -436,32 +432,13 @@ async fn webhooks(
     let actor = visitor!(visitor, "/webhooks");
     let mut page = Page::new("Webhooks", "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let (all, mut health) = match actions::webhooks_with_health(&c).await {
-        Ok(v) => v,
-        Err(e) => return error_page(&page, e),
-    };
-    let views: Vec<WebhookView> = all
-        .iter()
-        .map(|w| WebhookView::new(w, health.remove(&w.id).unwrap_or_default(), false))
-        .collect();
-    page.render(
-        "webhooks.html",
-        context! { webhooks => Value::from_serialize(for_actor(&views, page.actor)) },
-    )
-}
-
-/// A delivery row as the lists show it.
-fn delivery_rows(rows: &[hookfleet_core::model::DeliveryLog], actor: Actor) -> Value {
-    let held = held_until();
-    Value::from_serialize(
-        rows.iter()
-            .map(|d| {
-                let mut v = for_actor(&DeliveryView::new(d), actor);
-                v["held"] = serde_json::Value::Bool(d.next_retry == Some(held));
-                v
-            })
-            .collect::<Vec<_>>(),
-    )
+    match actions::webhook_views(&c, page.actor).await {
+        Ok(views) => page.render(
+            "webhooks.html",
+            context! { webhooks => Value::from_serialize(views) },
+        ),
+        Err(e) => error_page(&page, e),
+    }
 }
 
 /// An event id as hookfleet makes them (`msg_` and 32 hex digits) or as
@@ -484,7 +461,7 @@ fn delivery_table(
     f: &ListQuery,
 ) -> Result<String, minijinja::Error> {
     TEMPLATES.get_template("deliveries.html")?.render(context! {
-        rows => delivery_rows(rows, page.actor),
+        rows => Value::from_serialize(actions::delivery_views(rows, page.actor)),
         next,
         heading,
         f => context! {
@@ -506,7 +483,7 @@ async fn webhook(
     let title = format!("Webhook {name}");
     let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let (w, health) = match actions::webhook_with_health(&c, &name).await {
+    let w = match actions::webhook_view(&c, &name, page.actor).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
     };
@@ -533,7 +510,7 @@ async fn webhook(
     page.render(
         "webhook.html",
         context! {
-            w => Value::from_serialize(for_actor(&WebhookView::new(&w, health, false), page.actor)),
+            w => Value::from_serialize(w),
             deliveries => Value::from_safe_string(table),
         },
     )
@@ -725,19 +702,10 @@ async fn delivery(
         Ok(id) => id,
         Err(e) => return error_page(&page, e),
     };
-    let (row, attempts) = match actions::delivery(&c, id).await {
-        Ok(v) => v,
-        Err(e) => return error_page(&page, e),
-    };
-    let mut view = DeliveryView::new(&row);
-    view.attempt_log = Some(attempts.iter().collect());
-    page.render(
-        "delivery.html",
-        context! {
-            d => Value::from_serialize(for_actor(&view, page.actor)),
-            held => row.next_retry == Some(held_until()),
-        },
-    )
+    match actions::delivery_view(&c, id, page.actor).await {
+        Ok(d) => page.render("delivery.html", context! { d => Value::from_serialize(d) }),
+        Err(e) => error_page(&page, e),
+    }
 }
 
 async fn retry(

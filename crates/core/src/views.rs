@@ -136,6 +136,8 @@ pub struct DeliveryView<'a> {
     pub attempts: i32,
     pub max_attempts: i32,
     pub next_retry: Option<DateTime<Utc>>,
+    /// Held while its webhook is paused (next_retry is then 9999-01-01).
+    pub held: bool,
     pub in_flight_until: Option<DateTime<Utc>>,
     pub response_code: Option<i32>,
     /// The receiver's answer as text (bytes that are not UTF-8 as U+FFFD).
@@ -179,6 +181,7 @@ impl<'a> DeliveryView<'a> {
             attempts: d.attempts,
             max_attempts: d.max_attempts,
             next_retry: d.next_retry,
+            held: d.next_retry == Some(crate::store::deliveries::held_until()),
             in_flight_until: d.lease_expires_at,
             response_code: d.response_code,
             response_body: d.response_text(),
