@@ -480,3 +480,40 @@ async fn a_workflow_transition_given_up_before_its_attempt_is_not_taken_for_it()
     let leased = env.row(id2).lease_expires_at.expect("leased");
     assert!(leased > chrono::Utc::now() + chrono::Duration::seconds(30));
 }
+
+#[test]
+fn a_list_stopped_by_its_time_limit_is_refused_as_too_slow_and_one_within_it_answers() {
+    let env = TestEnv::new();
+    // 300,000 rows: a filter on the event (no index serves it) that matches
+    // nothing walks them all, far longer than a millisecond.
+    env.store
+        .run_sync(|c| {
+            diesel::sql_query(
+                "INSERT INTO webhook_request_logs (event_id, webhook_name, entity_type, entity_name,
+                     event, url, method, headers, body, queue, status, attempts, max_attempts)
+                 SELECT 'e' || g, 'w', 'T', 'D' || g, 'on_submit', 'http://x/', 'POST', '[]', '{}',
+                     'default', 'Delivered', 1, 4
+                 FROM generate_series(1, 300000) g",
+            )
+            .execute(c)?;
+            Ok(())
+        })
+        .unwrap();
+    let filter = ListFilter {
+        event: Some("on_cancel".into()),
+        limit: 10,
+        ..ListFilter::default()
+    };
+    let slow = env
+        .store
+        .run_sync(|c| deliveries::list_within(c, &filter, Duration::from_millis(1)));
+    assert!(
+        matches!(slow, Err(StoreError::Refused(Refusal::TooSlow(_)))),
+        "{slow:?}"
+    );
+    let fine = env
+        .store
+        .run_sync(|c| deliveries::list_within(c, &filter, Duration::from_secs(30)))
+        .expect("within its limit");
+    assert!(fine.is_empty());
+}

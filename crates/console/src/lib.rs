@@ -134,17 +134,9 @@ impl IntoResponse for ApiError {
 impl From<hookfleet_core::StoreError> for ApiError {
     fn from(e: hookfleet_core::StoreError) -> ApiError {
         use hookfleet_core::StoreError as E;
-        if e.to_string().contains("statement timeout") {
-            return ApiError(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "the search took longer than {}s; narrow it (a webhook, a status, a time range)",
-                    LIST_STATEMENT_TIMEOUT.as_secs()
-                ),
-            );
-        }
         let status = match &e {
             E::NotFound(_) => StatusCode::NOT_FOUND,
+            E::Refused(hookfleet_core::error::Refusal::TooSlow(_)) => StatusCode::GATEWAY_TIMEOUT,
             E::Refused(_) => StatusCode::CONFLICT,
             E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

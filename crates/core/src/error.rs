@@ -95,6 +95,12 @@ pub enum Refusal {
     /// given up while the attempt was out.
     #[error("delivery {0} was taken over while its attempt was in flight; this attempt's outcome was not recorded")]
     Fenced(i64),
+    /// A query stopped by its time limit (a search no index serves).
+    #[error(
+        "the search took longer than {}s; narrow it (a webhook, a status, a time range)",
+        .0.as_secs()
+    )]
+    TooSlow(std::time::Duration),
     #[error("webhook {0:?} has no secret rotation open")]
     NoRotation(String),
     #[error("a stored value of webhook {0:?} cannot be opened: {1}")]

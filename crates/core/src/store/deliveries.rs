@@ -1003,6 +1003,7 @@ pub fn list_within(
     filter: &ListFilter,
     limit: Duration,
 ) -> Result<Vec<DeliveryLog>, StoreError> {
+    let started = std::time::Instant::now();
     conn.transaction(|conn| {
         diesel::sql_query(format!(
             "SET LOCAL statement_timeout = {}",
@@ -1010,6 +1011,16 @@ pub fn list_within(
         ))
         .execute(conn)?;
         list(conn, filter)
+    })
+    // Postgres's words for the cancel depend on its language: the clock
+    // says what stopped the query.
+    .map_err(|e| match e {
+        StoreError::Query(diesel::result::Error::DatabaseError(..))
+            if started.elapsed() >= limit =>
+        {
+            StoreError::Refused(Refusal::TooSlow(limit))
+        }
+        other => other,
     })
 }
 
