@@ -855,11 +855,14 @@ async fn what_a_browser_does_for_another_site_is_refused() {
     assert!(hookfleet_console::check_exposure(local, Some(FULL_TOKEN), Some(FULL_TOKEN)).is_err());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resume_cut_short_is_finished_by_resuming_again() {
-    let env = TestEnv::new();
-    let receiver = Receiver::start().await;
-    fleet_with(&env, &receiver, &[]).await;
+/// Webhook `orders` paused with three deliveries held (a worker running),
+/// then a resume that committed its unpause and stopped before releasing
+/// anything: the held rows' ids, and the worker.
+async fn resume_cut_short(
+    env: &TestEnv,
+    receiver: &Receiver,
+) -> (Vec<i64>, hookfleet_testkit::WorkerHandle) {
+    fleet_with(env, receiver, &[]).await;
     env.store
         .run_sync(|c| hookfleet_core::store::webhooks::pause(c, "orders", "test"))
         .unwrap();
@@ -868,15 +871,20 @@ async fn a_resume_cut_short_is_finished_by_resuming_again() {
         ids.push(env.submit(&format!("SO-{n}")).await.deliveries[0].id);
     }
     let worker = env.start_worker(2, slow_schedule());
-    env.until_rows("all held", |rows| {
-        rows.iter()
-            .all(|r| r.next_retry == Some(hookfleet_core::store::deliveries::held_until()))
-    })
-    .await;
-    // The unpause committed, then the resume stopped before releasing.
+    let held = Some(hookfleet_core::store::deliveries::held_until());
+    env.until_rows("all held", |rows| rows.iter().all(|r| r.next_retry == held))
+        .await;
     env.store
         .run_sync(|c| hookfleet_core::store::webhooks::resume(c, "orders"))
         .unwrap();
+    (ids, worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_cut_short_is_finished_by_resuming_again() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let (ids, worker) = resume_cut_short(&env, &receiver).await;
     let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
     let shown = console
         .get(&format!("/api/v1/deliveries/{}", ids[0]), Some(FULL_TOKEN))
@@ -899,22 +907,7 @@ async fn a_resume_cut_short_is_finished_by_resuming_again() {
 async fn a_resume_cut_short_is_finished_by_the_sweeper() {
     let env = TestEnv::new();
     let receiver = Receiver::start().await;
-    fleet_with(&env, &receiver, &[]).await;
-    env.store
-        .run_sync(|c| hookfleet_core::store::webhooks::pause(c, "orders", "test"))
-        .unwrap();
-    let mut ids = Vec::new();
-    for n in 0..3 {
-        ids.push(env.submit(&format!("SO-{n}")).await.deliveries[0].id);
-    }
-    let worker = env.start_worker(2, slow_schedule());
-    let held = Some(hookfleet_core::store::deliveries::held_until());
-    env.until_rows("all held", |rows| rows.iter().all(|r| r.next_retry == held))
-        .await;
-    // The unpause committed; the process stopped before releasing.
-    env.store
-        .run_sync(|c| hookfleet_core::store::webhooks::resume(c, "orders"))
-        .unwrap();
+    let (ids, worker) = resume_cut_short(&env, &receiver).await;
     let report = env
         .sweeper(100, Duration::from_secs(600))
         .tick_and_log(Duration::from_secs(10))
