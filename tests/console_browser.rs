@@ -126,6 +126,34 @@ async fn text_of(c: &Client, css: &str) -> String {
     }
 }
 
+/// The element `locator` finds (waiting for the page to show it), named
+/// `what` in a failure.
+async fn element(c: &Client, locator: Locator<'_>, what: &str) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(PAGE_WAIT)
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Clicks what `locator` finds.
+async fn click(c: &Client, locator: Locator<'_>, what: &str) {
+    element(c, locator, what)
+        .await
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {what}: {e}"));
+}
+
+/// Types `text` into what `locator` finds.
+async fn type_into(c: &Client, locator: Locator<'_>, what: &str, text: &str) {
+    element(c, locator, what)
+        .await
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {what}: {e}"));
+}
+
 /// Waits until the page's text contains `needle`, reloading if `reload`.
 async fn until_page_says(c: &Client, needle: &str, reload: bool) {
     let deadline = Instant::now() + PAGE_WAIT;
@@ -177,20 +205,14 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
 
     // The overview asks for the token once, then shows the fleet.
     c.goto(&console.url("/")).await.expect("open the console");
-    c.wait()
-        .at_most(PAGE_WAIT)
-        .for_element(Locator::Css("input[name=token]"))
-        .await
-        .expect("the login form")
-        .send_keys(FULL_TOKEN)
-        .await
-        .expect("type the token");
-    c.find(Locator::Css("form.login button"))
-        .await
-        .expect("the button")
-        .click()
-        .await
-        .expect("log in");
+    type_into(
+        &c,
+        Locator::Css("input[name=token]"),
+        "the login form",
+        FULL_TOKEN,
+    )
+    .await;
+    click(&c, Locator::Css("form.login button"), "log in").await;
     until_page_says(&c, "Attempts per minute", false).await;
     let cards = text_of(&c, ".cards").await;
     assert!(
@@ -213,30 +235,26 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
     shoot(&c, "overview.png").await;
 
     // Find the Failed delivery by its document's name.
-    c.find(Locator::Css("header input[name=q]"))
-        .await
-        .expect("the search box")
-        .send_keys("SO-1001\u{E007}")
-        .await
-        .expect("search");
+    type_into(
+        &c,
+        Locator::Css("header input[name=q]"),
+        "the search box",
+        "SO-1001\u{E007}",
+    )
+    .await;
     until_page_says(&c, "SO-1001", false).await;
-    c.find(Locator::LinkText(&failed.to_string()))
-        .await
-        .expect("a link to the delivery")
-        .click()
-        .await
-        .expect("open it");
+    click(
+        &c,
+        Locator::LinkText(&failed.to_string()),
+        "the link to the delivery",
+    )
+    .await;
     until_page_says(&c, "bad gateway", false).await;
     assert!(text_of(&c, "h1").await.contains("Failed"));
     shoot(&c, "delivery.png").await;
 
     // Retry: replayed at once, Delivered once the worker sends it.
-    c.find(Locator::Css("form.actions button"))
-        .await
-        .expect("the Retry button")
-        .click()
-        .await
-        .expect("retry");
+    click(&c, Locator::Css("form.actions button"), "Retry").await;
     until_page_says(&c, "Replayed", false).await;
     env.until_row(failed, |r| r.status == DeliveryStatus::Delivered)
         .await;
@@ -259,24 +277,12 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
 
     // Pause and resume from the webhooks page.
     c.goto(&console.url("/webhooks")).await.expect("webhooks");
-    c.wait()
-        .at_most(PAGE_WAIT)
-        .for_element(Locator::XPath("//button[text()='Pause']"))
-        .await
-        .expect("Pause")
-        .click()
-        .await
-        .expect("pause");
+    click(&c, Locator::XPath("//button[text()='Pause']"), "Pause").await;
     until_page_says(&c, "Paused orders.", false).await;
     assert!(env.stored_webhooks()[0].paused_at.is_some());
     assert!(text_of(&c, "table").await.contains("paused"));
     shoot(&c, "webhooks.png").await;
-    c.find(Locator::XPath("//button[text()='Resume']"))
-        .await
-        .expect("Resume")
-        .click()
-        .await
-        .expect("resume");
+    click(&c, Locator::XPath("//button[text()='Resume']"), "Resume").await;
     until_page_says(&c, "Resumed orders", false).await;
     assert!(env.stored_webhooks()[0].paused_at.is_none());
 
