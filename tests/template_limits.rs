@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::render::{RANGE_LIMIT, TEMPLATE_FUEL};
+use hookfleet_template::{RANGE_LIMIT, TEMPLATE_FUEL};
 use hookfleet_testkit::{run_within, spec, TestEnv, ENTITY, NOWHERE};
 
 /// How long a render stopped by a limit may take, process start included:

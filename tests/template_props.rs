@@ -11,8 +11,9 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use hookfleet_core::error::RenderError;
-use hookfleet_core::sandbox::{self, Job};
-use hookfleet_core::templates::{Compiled, Templates};
+use hookfleet_core::render::{RenderJob as Job, Templates};
+use hookfleet_template::jinja::Compiled;
+use hookfleet_template::sandbox;
 
 fn body_template(body: &str) -> Templates {
     Templates {

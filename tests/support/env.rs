@@ -162,7 +162,10 @@ impl TestEnv {
     pub fn add_webhook(&self, spec: &WebhookSpec) -> Webhook {
         hookfleet_core::validate::validate(
             spec,
-            &self.policy,
+            hookfleet_core::validate::Checks {
+                policy: &self.policy,
+                renderer: &hookfleet_template::Sandbox,
+            },
             &default_sample_doc(&spec.entity_type),
         )
         .expect("valid webhook");
@@ -549,7 +552,7 @@ pub fn spec(name: &str, entity_type: &str, event: &str, url: &str) -> WebhookSpe
 /// started as a renderer (the test binary itself cannot serve as one).
 pub fn use_renderer() {
     static SET: std::sync::Once = std::sync::Once::new();
-    SET.call_once(|| hookfleet_core::sandbox::use_program(bin_path("hookfleet-producer")));
+    SET.call_once(|| hookfleet_template::use_program(bin_path("hookfleet-producer")));
 }
 
 /// Where cargo put the fleet's binaries (beside this test's deps directory).

@@ -56,7 +56,16 @@ pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::R
     let text = read_input(&args.file)?;
     let docs =
         frappe_import::documents(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file))?;
-    let r = frappe_import::import(store, policy, &docs, args.dry_run, args.atomic);
+    let r = frappe_import::import(
+        store,
+        hookfleet_core::validate::Checks {
+            policy,
+            renderer: &hookfleet_template::Sandbox,
+        },
+        &docs,
+        args.dry_run,
+        args.atomic,
+    );
     report(&r.outcomes, args.json, r.held_back)?;
     let refused = r.refused();
     if refused > 0 {

@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 use hookfleet_core::store::Store;
 use hookfleet_settings::Settings;
+use hookfleet_template::TemplateSettings;
 
 use crate::dead::DeadCommand;
 use crate::delivery::DeliveryCommand;
@@ -41,6 +42,8 @@ impl std::error::Error for Usage {}
 struct Cli {
     #[command(flatten)]
     settings: Settings,
+    #[command(flatten)]
+    templates: TemplateSettings,
     #[command(subcommand)]
     command: Command,
 }
@@ -171,6 +174,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         hookfleet_settings::init_tracing(&s.log_format);
     }
     s.install(false)?;
+    cli.templates.install();
     let store = s.store(1)?;
     if !matches!(cli.command, Command::Migrate { .. }) {
         hookfleet_settings::require_current_schema(&store)?;
@@ -297,8 +301,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    // Started as a template renderer (see hookfleet_core::sandbox): serve.
-    if let Some(code) = hookfleet_core::sandbox::serve_if_renderer() {
+    // Started as a template renderer (see hookfleet_template): serve.
+    if let Some(code) = hookfleet_template::serve_if_renderer() {
         return code;
     }
     run_main()

@@ -515,7 +515,17 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             fields.apply(&mut spec)?;
             let sample = fields.sample(&spec.entity_type)?;
             warn_unsealed(&spec);
-            let w = defining(store, |c| definitions::add(c, policy, &spec, &sample))?;
+            let w = defining(store, |c| {
+                definitions::add(
+                    c,
+                    hookfleet_core::validate::Checks {
+                        policy,
+                        renderer: &hookfleet_template::Sandbox,
+                    },
+                    &spec,
+                    &sample,
+                )
+            })?;
             println!(
                 "added webhook {} ({} {} → {}){}",
                 w.name,
@@ -652,7 +662,17 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 warn_unsealed(spec);
                 Ok((sample, no_secret))
             };
-            let updated = defining(store, |c| definitions::update_with(c, policy, &name, edit))?;
+            let updated = defining(store, |c| {
+                definitions::update_with(
+                    c,
+                    hookfleet_core::validate::Checks {
+                        policy,
+                        renderer: &hookfleet_template::Sandbox,
+                    },
+                    &name,
+                    edit,
+                )
+            })?;
             let w = updated.webhook;
             let starts_rotation = updated.rotation_started;
             println!(
@@ -711,7 +731,8 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 read_document(file, &doc)
             }
             .map_err(anyhow::Error::msg)?;
-            let preview = hookfleet_core::render::preview(&w, &doc, policy);
+            let preview =
+                hookfleet_core::render::preview(&w, &doc, policy, &hookfleet_template::Sandbox);
             if json {
                 println!("{}", serde_json::to_string_pretty(&preview)?);
             } else {

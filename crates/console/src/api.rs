@@ -264,10 +264,11 @@ async fn webhook_preview(
     let policy = c.policy.clone();
     // Templates render in the renderer process, bounded in time and
     // memory; the wait for it is not the runtime's.
-    let preview =
-        tokio::task::spawn_blocking(move || hookfleet_core::render::preview(&w, &doc, &policy))
-            .await
-            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let preview = tokio::task::spawn_blocking(move || {
+        hookfleet_core::render::preview(&w, &doc, &policy, &hookfleet_template::Sandbox)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(for_actor(&preview, actor)))
 }
 
@@ -299,7 +300,16 @@ async fn frappe_import(
         .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
     let (store, policy) = (c.store.clone(), c.policy.clone());
     let report = tokio::task::spawn_blocking(move || {
-        hookfleet_core::frappe_import::import(&store, &policy, &docs, q.dry_run, q.atomic)
+        hookfleet_core::frappe_import::import(
+            &store,
+            hookfleet_core::validate::Checks {
+                policy: &policy,
+                renderer: &hookfleet_template::Sandbox,
+            },
+            &docs,
+            q.dry_run,
+            q.atomic,
+        )
     })
     .await
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -709,7 +719,17 @@ pub mod actions {
         let name = spec.name.clone();
         let w = c
             .store
-            .run(move |conn| Ok(definitions::add(conn, &policy, &spec, &sample)))
+            .run(move |conn| {
+                Ok(definitions::add(
+                    conn,
+                    hookfleet_core::validate::Checks {
+                        policy: &policy,
+                        renderer: &hookfleet_template::Sandbox,
+                    },
+                    &spec,
+                    &sample,
+                ))
+            })
             .await??;
         logged(actor, "webhook-add", &name);
         view_of(c, w, actor).await
@@ -729,11 +749,20 @@ pub mod actions {
         let updated = c
             .store
             .run(move |conn| {
-                Ok(definitions::update_with(conn, &policy, &owned, |spec| {
-                    let (sample, remove_secret) = definitions::apply_json(spec, &body)?;
-                    let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
-                    Ok((sample, remove_secret))
-                }))
+                Ok(definitions::update_with(
+                    conn,
+                    hookfleet_core::validate::Checks {
+                        policy: &policy,
+                        renderer: &hookfleet_template::Sandbox,
+                    },
+                    &owned,
+                    |spec| {
+                        let (sample, remove_secret) = definitions::apply_json(spec, &body)?;
+                        let sample =
+                            sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
+                        Ok((sample, remove_secret))
+                    },
+                ))
             })
             .await??;
         logged(actor, "webhook-update", name);

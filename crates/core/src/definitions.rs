@@ -11,9 +11,8 @@ use crate::config::parse_duration;
 use crate::error::{Refusal, StoreError, ValidationError};
 use crate::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec};
 use crate::sign::Secret;
-use crate::ssrf::NetworkPolicy;
 use crate::store::webhooks::{self, SecretChange};
-use crate::validate::{parse_rate_limit, validate};
+use crate::validate::{parse_rate_limit, validate, Checks};
 
 /// Why a definition was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -27,11 +26,11 @@ pub enum DefinitionError {
 /// Validates `spec` on `sample` and stores it as a new webhook.
 pub fn add(
     conn: &mut PgConnection,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     spec: &WebhookSpec,
     sample: &Value,
 ) -> Result<Webhook, DefinitionError> {
-    validate(spec, policy, sample)?;
+    validate(spec, checks, sample)?;
     Ok(webhooks::insert(conn, &WebhookRow::from(spec))?)
 }
 
@@ -48,14 +47,14 @@ pub struct Updated {
 /// `remove_secret` the webhook stops signing.
 pub fn update(
     conn: &mut PgConnection,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     name: &str,
     spec: &WebhookSpec,
     was: Option<&Secret>,
     remove_secret: bool,
     sample: &Value,
 ) -> Result<Updated, DefinitionError> {
-    validate(spec, policy, sample)?;
+    validate(spec, checks, sample)?;
     let change = if remove_secret {
         SecretChange::Remove
     } else {
@@ -80,7 +79,7 @@ pub fn update(
 /// edit and a disable, two edits) never undo each other.
 pub fn update_with(
     conn: &mut PgConnection,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     name: &str,
     edit: impl FnOnce(&mut WebhookSpec) -> Result<(Value, bool), ValidationError>,
 ) -> Result<Updated, DefinitionError> {
@@ -93,7 +92,7 @@ pub fn update_with(
         let (sample, remove_secret) = edit(&mut spec)?;
         update(
             conn,
-            policy,
+            checks,
             name,
             &spec,
             was.as_ref(),

@@ -16,10 +16,9 @@ use crate::model::{
 };
 use crate::render::default_sample_doc;
 use crate::sign::Secret;
-use crate::ssrf::NetworkPolicy;
 use crate::store::webhooks::{self, SecretChange, Upsert};
 use crate::store::Store;
-use crate::validate::validate;
+use crate::validate::{validate, Checks};
 
 /// The largest import file read: a site's webhooks are a few kilobytes
 /// each; a file this size is a mistake (or not a fixtures file).
@@ -378,7 +377,7 @@ struct Plan {
 /// Maps and validates one document against what is stored.
 fn plan(
     store: &Store,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     doc: &serde_json::Value,
 ) -> Result<(Plan, Vec<String>), String> {
     let imported = to_spec(doc)?;
@@ -446,7 +445,7 @@ fn plan(
             }
         },
     };
-    validate(&spec, policy, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
+    validate(&spec, checks, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
     Ok((
         Plan {
             unchanged: current_spec.as_ref() == Some(&spec),
@@ -529,7 +528,7 @@ impl Report {
 /// not stop the others unless `atomic`.
 pub fn import(
     store: &Store,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     docs: &[Value],
     dry_run: bool,
     atomic: bool,
@@ -543,7 +542,7 @@ pub fn import(
         // the second: the later ones are refused, whatever became of the
         // first.
         let planned = if seen.insert(name.clone()) {
-            plan(store, policy, doc)
+            plan(store, checks, doc)
         } else {
             Err("the file holds another document of this name".into())
         };

@@ -6,11 +6,8 @@
 //! - [`model`]: webhooks, delivery rows, attempts, statuses.
 //! - [`validate`]: what a webhook definition must satisfy before it is stored.
 //! - [`render`]: a document in, the frozen request out: checks what the
-//!   templates rendered, builds field selections.
-//! - [`templates`]: Jinja conditions, body templates and dynamic URLs,
-//!   compiled and rendered (inside a renderer process only).
-//! - [`sandbox`]: the renderer processes templates run in, under limits of
-//!   time and memory the operating system enforces.
+//!   templates rendered, builds field selections. Templates themselves are
+//!   rendered through its [`render::Renderer`] seam by `hookfleet-template`.
 //! - [`schedule`]: the retry schedule, the one place that knows retry delays.
 //! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
 //! - [`at_rest`]: signing secrets and header values sealed (AES-256-GCM) in
@@ -41,11 +38,8 @@
 //!   replay, resume), one implementation for the CLI and the console.
 //! - [`http`]: what the ingest and the console share as HTTP listeners
 //!   (a bounded accept loop, bearer tokens, the loopback rule).
-//! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
-//!   templates, and the site's time zone.
 //! - [`observe`]: the metrics, and the `/metrics`, `/livez` and `/readyz`
 //!   listener.
-//! - [`pyexpr`]: Frappe's Python conditions, checked and written as Jinja.
 
 pub mod at_rest;
 pub mod attempt;
@@ -57,24 +51,20 @@ pub mod deliver;
 pub mod error;
 pub mod fleet;
 pub mod frappe_import;
-pub mod frappe_utils;
 pub mod http;
 pub mod model;
 pub mod observe;
 pub mod ops;
-pub mod pyexpr;
 pub mod queue;
 pub mod redis_link;
 pub mod registry;
 pub mod render;
-pub mod sandbox;
 pub mod schedule;
 pub mod schema;
 pub mod shutdown;
 pub mod sign;
 pub mod ssrf;
 pub mod store;
-pub mod templates;
 pub mod validate;
 pub mod views;
 

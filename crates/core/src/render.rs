@@ -1,23 +1,88 @@
 //! Request building: from a document to the request stored on its row. A
-//! webhook's templates (condition, body, dynamic URL) are rendered in a
-//! renderer process ([`crate::sandbox`], [`crate::templates`]); this module
+//! webhook's templates (condition, body, dynamic URL) are rendered by a
+//! [`Renderer`] (the template language's renderer processes); this module
 //! checks what came back (a URL that is http(s), allowed and on an allowed
 //! host; a body that is JSON and within its limit) and builds field
 //! selections for JSON and form bodies itself.
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::RenderError;
 use crate::model::{display_header_value, FieldMapping, Header, Structure, Webhook};
 
-use crate::sandbox;
 use crate::ssrf::NetworkPolicy;
-pub use crate::templates::{
-    Rendered, Templates, MAX_BODY_BYTES, MAX_TEMPLATE_BYTES, MAX_URL_BYTES, RANGE_LIMIT,
-    TEMPLATE_FUEL,
-};
+
+/// The largest request body hookfleet builds and stores (1 MiB, the common
+/// ceiling among webhook services): a receiver is not a file store.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The longest URL a dynamic URL template may produce: servers and proxies
+/// commonly refuse request lines past 8 KiB.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// The longest template source accepted (each of condition, body, URL): a
+/// template is a few hundred bytes; one this size is a mistake or an attack.
+pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+
+/// A webhook's templates, as stored: what the renderer compiles.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Templates {
+    pub condition: Option<String>,
+    pub body: Option<String>,
+    /// Set when the URL is dynamic.
+    pub url: Option<String>,
+    /// Validation on a sample document: a missing field renders as `null`,
+    /// which keeps a JSON template JSON.
+    pub lenient: bool,
+}
+
+impl Templates {
+    /// Nothing to render: no condition, no body template, a static URL.
+    pub fn is_empty(&self) -> bool {
+        self.condition.is_none() && self.body.is_none() && self.url.is_none()
+    }
+
+    /// The bytes of its sources.
+    pub fn source_len(&self) -> usize {
+        [&self.condition, &self.body, &self.url]
+            .iter()
+            .map(|s| s.as_ref().map_or(0, String::len))
+            .sum()
+    }
+}
+
+/// What rendering one document produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rendered {
+    /// The condition's verdict (None: the webhook has no condition).
+    pub condition: Option<bool>,
+    /// The rendered URL (dynamic URLs only; not rendered when the condition
+    /// is false).
+    pub url: Option<String>,
+    /// The rendered body (body templates only; not rendered when the
+    /// condition is false).
+    pub body: Option<String>,
+}
+
+/// One render: a webhook's templates on one document.
+#[derive(Debug, Clone)]
+pub struct RenderJob<'a> {
+    pub templates: &'a Arc<Templates>,
+    pub doc: &'a Value,
+}
+
+/// The seam between request building and the template language: whatever
+/// renders a webhook's templates (`hookfleet-template`'s renderer
+/// processes; the worker and the sweeper, which never render, link none).
+pub trait Renderer: Send + Sync {
+    /// One result per job, in order. [`RenderError::Renderer`] means the
+    /// renderers, not the template, failed (callers record nothing for it).
+    /// Blocking: call it from a blocking thread.
+    fn render(&self, jobs: &[RenderJob<'_>]) -> Vec<Result<Rendered, RenderError>>;
+}
 
 /// A request built from a document, exactly as it will be stored and sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,16 +380,17 @@ impl RequestBuilder {
     pub fn build_all(
         builders: &[(&RequestBuilder, &Value)],
         policy: &NetworkPolicy,
+        renderer: &dyn Renderer,
     ) -> Vec<Result<Option<BuiltRequest>, RenderError>> {
-        let jobs: Vec<sandbox::Job> = builders
+        let jobs: Vec<RenderJob> = builders
             .iter()
             .filter_map(|(b, doc)| {
                 b.templates
                     .as_ref()
-                    .map(|t| sandbox::Job { templates: t, doc })
+                    .map(|t| RenderJob { templates: t, doc })
             })
             .collect();
-        let mut rendered = sandbox::render(&jobs).into_iter();
+        let mut rendered = renderer.render(&jobs).into_iter();
         builders
             .iter()
             .map(|(b, doc)| {
@@ -403,7 +469,12 @@ pub const SET_WHEN_SENT: &str = "[set when sent]";
 
 /// Previews `webhook` on `doc` (see [`Preview`]): renders in a renderer,
 /// under the same limits as an emit.
-pub fn preview(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Preview {
+pub fn preview(
+    webhook: &Webhook,
+    doc: &Value,
+    policy: &NetworkPolicy,
+    renderer: &dyn Renderer,
+) -> Preview {
     let condition = webhook.condition.clone().filter(|c| !c.trim().is_empty());
     let (meets_condition, condition_error) = match condition {
         None => (true, None),
@@ -414,11 +485,12 @@ pub fn preview(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Previe
                 url: None,
                 lenient: false,
             });
-            match sandbox::render(&[sandbox::Job {
-                templates: &templates,
-                doc,
-            }])
-            .pop()
+            match renderer
+                .render(&[RenderJob {
+                    templates: &templates,
+                    doc,
+                }])
+                .pop()
             {
                 Some(Ok(r)) => (r.condition.unwrap_or(true), None),
                 Some(Err(e)) => (false, Some(e.to_string())),
@@ -429,7 +501,7 @@ pub fn preview(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Previe
     let mut unconditional = webhook.clone();
     unconditional.condition = None;
     let builder = RequestBuilder::new(Arc::new(unconditional), false);
-    let built = RequestBuilder::build_all(&[(&builder, doc)], policy)
+    let built = RequestBuilder::build_all(&[(&builder, doc)], policy, renderer)
         .pop()
         .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())));
     let mut headers = Vec::new();
@@ -492,6 +564,7 @@ pub fn check_templates(
     webhook: Arc<Webhook>,
     sample: &Value,
     policy: &NetworkPolicy,
+    renderer: &dyn Renderer,
 ) -> Result<(), RenderError> {
     let builder = RequestBuilder::new(webhook, true);
     if builder.hosts == AllowedHosts::Unpinned {
@@ -502,12 +575,13 @@ pub fn check_templates(
     let Some(templates) = &builder.templates else {
         return Ok(());
     };
-    let rendered = sandbox::render(&[sandbox::Job {
-        templates,
-        doc: sample,
-    }])
-    .pop()
-    .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())))?;
+    let rendered = renderer
+        .render(&[RenderJob {
+            templates,
+            doc: sample,
+        }])
+        .pop()
+        .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())))?;
     if let Some(body) = &rendered.body {
         check_size(body.trim())?;
         serde_json::from_str::<serde::de::IgnoredAny>(body.trim()).map_err(|e| {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::at_rest::SEALED_PREFIX;
 use crate::error::ValidationError;
 use crate::model::{Structure, Webhook, WebhookSpec};
-use crate::render::{check_templates, check_url, parse_host_entry};
+use crate::render::{check_templates, check_url, parse_host_entry, Renderer};
 use crate::sign::{
     check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
@@ -134,12 +134,21 @@ fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// What a definition is checked against: the networks its requests may
+/// reach and the renderer its templates are tried in.
+#[derive(Clone, Copy)]
+pub struct Checks<'a> {
+    pub policy: &'a NetworkPolicy,
+    pub renderer: &'a dyn Renderer,
+}
+
 /// Validates `spec`; `sample` is the document its templates are tried on.
 pub fn validate(
     spec: &WebhookSpec,
-    policy: &NetworkPolicy,
+    checks: Checks<'_>,
     sample: &Value,
 ) -> Result<(), ValidationError> {
+    let policy = checks.policy;
     check_webhook_name(&spec.name)?;
     check_text("the entity type", &spec.entity_type)?;
     check_text("the event", &spec.event)?;
@@ -287,6 +296,11 @@ pub fn validate(
         return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));
     }
 
-    check_templates(Arc::new(Webhook::preview(spec)), sample, policy)
-        .map_err(|e| ValidationError(e.to_string()))
+    check_templates(
+        Arc::new(Webhook::preview(spec)),
+        sample,
+        policy,
+        checks.renderer,
+    )
+    .map_err(|e| ValidationError(e.to_string()))
 }

@@ -37,7 +37,7 @@ use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::{deliveries, health, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
-use hookfleet_core::render::RequestBuilder;
+use hookfleet_core::render::{Renderer, RequestBuilder};
 
 /// The event that is delivered synchronously, once, and never deferred.
 pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
@@ -214,6 +214,9 @@ pub struct Producer {
     queue: RedisQueue,
     config: ProducerConfig,
     catalog: CatalogCache,
+    /// What renders the webhooks' templates (renderer processes unless
+    /// [`Producer::with_renderer`]).
+    renderer: Arc<dyn Renderer>,
     http: reqwest::Client,
     identity: String,
     /// Where its events come from, for `hookfleet_events_total{source}`:
@@ -278,6 +281,7 @@ fn plan(
     events: &[Event],
     catalog: &Catalog,
     policy: &NetworkPolicy,
+    renderer: &dyn Renderer,
     queue_grace: Duration,
 ) -> Result<Plan, EmitError> {
     // The final state of each document in the batch.
@@ -322,7 +326,7 @@ fn plan(
         .iter()
         .map(|p| (p.subscriber.as_ref(), doc_of(p)))
         .collect();
-    let built_all = RequestBuilder::build_all(&pairs, policy);
+    let built_all = RequestBuilder::build_all(&pairs, policy, renderer);
     // The renderers failing (not a template) records nothing: the emit fails
     // and the caller tries again.
     if let Some(Err(RenderError::Renderer(reason))) = built_all
@@ -416,11 +420,18 @@ impl Producer {
             queue,
             config,
             catalog: CatalogCache::default(),
+            renderer: Arc::new(hookfleet_template::Sandbox),
             http,
             identity: process_identity("producer"),
             source: "emit",
             redis_down_until: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The same producer, rendering templates with `renderer`.
+    pub fn with_renderer(mut self, renderer: Arc<dyn Renderer>) -> Producer {
+        self.renderer = renderer;
+        self
     }
 
     /// The same producer, its events counted as the ingest's.
@@ -473,8 +484,9 @@ impl Producer {
 
         let policy = self.config.policy.clone();
         let queue_grace = self.config.queue_grace;
+        let renderer = self.renderer.clone();
         let (events, plan) = tokio::task::spawn_blocking(move || {
-            let p = plan(&events, &catalog, &policy, queue_grace);
+            let p = plan(&events, &catalog, &policy, renderer.as_ref(), queue_grace);
             (events, p)
         })
         .await

@@ -17,6 +17,7 @@ use hookfleet_core::shutdown::Shutdown;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
+use hookfleet_template::TemplateSettings;
 
 /// Events per transaction when emitting a file: large enough to amortise the
 /// round trips, small enough that one batch commits in tens of milliseconds.
@@ -35,6 +36,8 @@ const POOL_SIZE: u32 = 8;
 struct Cli {
     #[command(flatten)]
     settings: Settings,
+    #[command(flatten)]
+    templates: TemplateSettings,
     #[command(subcommand)]
     command: Command,
 }
@@ -226,6 +229,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = cli.settings;
     init_tracing(&settings.log_format);
     settings.install(true)?;
+    cli.templates.install();
     let store = settings.store(POOL_SIZE)?;
     hookfleet_settings::require_current_schema(&store)?;
     let queue = settings.queue()?;
@@ -299,8 +303,8 @@ const INGEST_TICK: Duration = Duration::from_secs(1);
 const INGEST_STALL_AFTER: Duration = Duration::from_secs(30);
 
 fn main() -> ExitCode {
-    // Started as a template renderer (see hookfleet_core::sandbox): serve.
-    if let Some(code) = hookfleet_core::sandbox::serve_if_renderer() {
+    // Started as a template renderer (see hookfleet_template): serve.
+    if let Some(code) = hookfleet_template::serve_if_renderer() {
         return code;
     }
     run_main()

@@ -16,7 +16,6 @@ use clap::Args;
 use hookfleet_core::at_rest::{self, Keyring};
 use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
 use hookfleet_core::error::{ConfigError, QueueError, StoreError};
-use hookfleet_core::frappe_utils;
 use hookfleet_core::queue::{RedisQueue, RedisTarget};
 use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::ssrf::NetworkPolicy;
@@ -92,12 +91,6 @@ pub struct Settings {
     /// pooler's pool).
     #[arg(long, env = "HOOKFLEET_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub db_pool_size: Option<u32>,
-
-    /// The site's time zone (an IANA name such as Asia/Kolkata): what
-    /// templates' `utils.now()`, `utils.nowdate()` and `utils.today()`
-    /// answer in, as Frappe answers in its site's zone.
-    #[arg(long, env = "HOOKFLEET_TIME_ZONE", default_value = "UTC", value_parser = frappe_utils::parse_time_zone)]
-    pub time_zone: chrono_tz::Tz,
 }
 
 impl std::fmt::Debug for Settings {
@@ -119,7 +112,6 @@ impl std::fmt::Debug for Settings {
                 &format!("<{} hidden>", self.secret_key_old.len()),
             )
             .field("db_pool_size", &self.db_pool_size)
-            .field("time_zone", &self.time_zone)
             .finish()
     }
 }
@@ -171,11 +163,10 @@ impl Settings {
         )
     }
 
-    /// Installs the keyring and the time zone for this process; a
+    /// Installs the keyring for this process; a
     /// long-running binary calls it at start with `warn` and says once if
     /// values will be stored as they are.
     pub fn install(&self, warn: bool) -> Result<(), ConfigError> {
-        frappe_utils::set_time_zone(self.time_zone);
         let ring = self.keyring()?;
         if warn && !ring.seals() {
             tracing::warn!(

@@ -23,76 +23,26 @@ use std::sync::Arc;
 
 use minijinja::value::Value as JinjaValue;
 use minijinja::{Environment, UndefinedBehavior};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::RenderError;
+use hookfleet_core::render::{
+    Rendered, Templates, MAX_BODY_BYTES, MAX_TEMPLATE_BYTES, MAX_URL_BYTES,
+};
+use hookfleet_core::RenderError;
 
 /// Instructions one render may execute. A few thousand cover a template that
 /// loops over a document with hundreds of child rows; this bound stops a
 /// template that would spin (nested `range`s) in milliseconds.
 pub const TEMPLATE_FUEL: u64 = 1_000_000;
 
-/// The largest request body hookfleet builds and stores (1 MiB, the common
-/// ceiling among webhook services): a receiver is not a file store.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-/// The longest URL a dynamic URL template may produce: servers and proxies
-/// commonly refuse request lines past 8 KiB.
-pub const MAX_URL_BYTES: usize = 8 * 1024;
-
 /// The most numbers `range()` yields in a template (minijinja allows
 /// 100,000): enough for any loop a webhook body needs; loops over the
 /// document's own rows are not affected.
 pub const RANGE_LIMIT: usize = 1_000;
 
-/// The longest template source accepted (each of condition, body, URL): a
-/// template is a few hundred bytes; one this size is a mistake or an attack.
-pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
-
 const BODY: &str = "body";
 const URL: &str = "url";
 const CONDITION: &str = "condition";
-
-/// A webhook's templates, as stored: what the renderer compiles.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Templates {
-    pub condition: Option<String>,
-    pub body: Option<String>,
-    /// Set when the URL is dynamic.
-    pub url: Option<String>,
-    /// Validation on a sample document: a missing field renders as `null`,
-    /// which keeps a JSON template JSON.
-    pub lenient: bool,
-}
-
-impl Templates {
-    /// Nothing to render: no condition, no body template, a static URL.
-    pub fn is_empty(&self) -> bool {
-        self.condition.is_none() && self.body.is_none() && self.url.is_none()
-    }
-
-    /// The bytes of its sources.
-    pub fn source_len(&self) -> usize {
-        [&self.condition, &self.body, &self.url]
-            .iter()
-            .map(|s| s.as_ref().map_or(0, String::len))
-            .sum()
-    }
-}
-
-/// What rendering one document produced.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rendered {
-    /// The condition's verdict (None: the webhook has no condition).
-    pub condition: Option<bool>,
-    /// The rendered URL (dynamic URLs only; not rendered when the condition
-    /// is false).
-    pub url: Option<String>,
-    /// The rendered body (body templates only; not rendered when the
-    /// condition is false).
-    pub body: Option<String>,
-}
 
 /// `range` as in Jinja, capped at [`RANGE_LIMIT`] numbers.
 pub fn capped_range(

@@ -40,8 +40,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::error::RenderError;
-use crate::templates::{CompiledCache, Rendered, Templates};
+use hookfleet_core::render::{RenderJob, Rendered, Renderer, Templates};
+use hookfleet_core::RenderError;
+
+use crate::jinja::CompiledCache;
 
 /// The first argument that makes a hookfleet binary serve as a renderer.
 pub const RENDERER_ARG: &str = "__hookfleet-render";
@@ -103,7 +105,7 @@ fn cores() -> usize {
 }
 
 static PROGRAM: RwLock<Option<PathBuf>> = RwLock::new(None);
-static IDLE: Mutex<Vec<Renderer>> = Mutex::new(Vec::new());
+static IDLE: Mutex<Vec<Process>> = Mutex::new(Vec::new());
 
 /// Renders with `program` (started with [`RENDERER_ARG`]) from now on.
 pub fn use_program(program: PathBuf) {
@@ -170,12 +172,18 @@ impl Drop for Slot {
     }
 }
 
-/// One render: a webhook's templates on one document.
-#[derive(Debug, Clone)]
-pub struct Job<'a> {
-    pub templates: &'a Arc<Templates>,
-    pub doc: &'a Value,
+/// Renders in renderer processes: the [`Renderer`] every binary that
+/// renders hands to request building.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sandbox;
+
+impl Renderer for Sandbox {
+    fn render(&self, jobs: &[RenderJob<'_>]) -> Vec<Result<Rendered, RenderError>> {
+        render(jobs)
+    }
 }
+
+type Job<'a> = RenderJob<'a>;
 
 #[derive(Serialize)]
 struct Request<'a> {
@@ -194,7 +202,7 @@ struct OwnedRequest {
 }
 
 /// A running renderer. Dropping it kills it.
-struct Renderer {
+struct Process {
     child: Child,
     stdin: ChildStdin,
     /// Frames the renderer wrote, read by a thread of their own so the
@@ -202,8 +210,8 @@ struct Renderer {
     frames: Receiver<Vec<u8>>,
 }
 
-impl Renderer {
-    fn start() -> Result<Renderer, RenderError> {
+impl Process {
+    fn start() -> Result<Process, RenderError> {
         let program = program()?;
         let mut child = Command::new(&program)
             .arg(RENDERER_ARG)
@@ -243,7 +251,7 @@ impl Renderer {
                     }
                 }
             });
-        let renderer = Renderer {
+        let renderer = Process {
             child,
             stdin,
             frames,
@@ -257,7 +265,7 @@ impl Renderer {
             Ok(hello) if hello == HELLO.as_bytes() => Ok(renderer),
             _ => Err(RenderError::Renderer(format!(
                 "{} did not answer as a template renderer (a program embedding hookfleet calls \
-                 hookfleet_core::sandbox::serve_if_renderer() first in main, or names a renderer \
+                 hookfleet_template::serve_if_renderer() first in main, or names a renderer \
                  with {RENDERER_ENV})",
                 program.display()
             ))),
@@ -284,7 +292,7 @@ impl Renderer {
     }
 }
 
-impl Drop for Renderer {
+impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -317,15 +325,15 @@ fn read_frame(input: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(data))
 }
 
-fn idle_renderer() -> Result<Renderer, RenderError> {
+fn idle_renderer() -> Result<Process, RenderError> {
     let idle = IDLE.lock().expect("idle renderers lock").pop();
     match idle {
         Some(r) => Ok(r),
-        None => Renderer::start(),
+        None => Process::start(),
     }
 }
 
-fn return_renderer(r: Renderer) {
+fn return_renderer(r: Process) {
     let mut idle = IDLE.lock().expect("idle renderers lock");
     if idle.len() < cores() {
         idle.push(r);
@@ -343,7 +351,7 @@ enum Waited {
 
 /// Waits for the renderer's next answer while the render uses less than the
 /// CPU limit, less than the wall limit, and the call's budget lasts.
-fn wait_answer(renderer: &Renderer, call_deadline: Instant) -> Waited {
+fn wait_answer(renderer: &Process, call_deadline: Instant) -> Waited {
     let started = Instant::now();
     let cpu_start = renderer.cpu_time();
     loop {
@@ -439,7 +447,7 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
         if write_frame(&mut renderer.stdin, &request).is_err() {
             // An idle renderer that died meanwhile: start a fresh one.
             drop(renderer);
-            match Renderer::start().and_then(|mut r| {
+            match Process::start().and_then(|mut r| {
                 write_frame(&mut r.stdin, &request)
                     .map(|_| r)
                     .map_err(|e| RenderError::Renderer(format!("cannot reach the renderer: {e}")))
@@ -473,7 +481,7 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
             match outcome {
                 Ok(r) => results[i] = Some(r),
                 Err(mut e) => {
-                    let status = renderer.take().and_then(Renderer::finish);
+                    let status = renderer.take().and_then(Process::finish);
                     if matches!(e, RenderError::MemoryLimit { .. }) && !died_of_memory(status) {
                         e = RenderError::Renderer(format!(
                             "the renderer ended unexpectedly ({})",
