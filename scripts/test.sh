@@ -57,11 +57,12 @@ cleanup() {
 trap 'cleanup; stop_redis_cluster; stop_pgbouncer' EXIT
 
 # Signatures are also judged by the official Standard Webhooks library, as
-# receivers use it (a virtual environment of the test run's own).
+# receivers use it, and scrapes by the reference Prometheus client's
+# parsers (a virtual environment of the test run's own).
 venv="$HOME/.cache/hookfleet/test-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks' 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks, prometheus_client' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q standardwebhooks
+  "$venv/bin/pip" install -q standardwebhooks prometheus-client
 fi
 export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
 

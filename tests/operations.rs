@@ -366,3 +366,163 @@ async fn failed_attempts_are_logged_with_their_reason_but_a_dead_receiver_cannot
         failures.len()
     );
 }
+
+/// Parses a scrape with the reference Python client's parsers (the classic
+/// text parser for `classic`, the OpenMetrics one otherwise) and returns
+/// every `hookfleet_deliveries_total` sample as (labels, value), or the
+/// parser's refusal.
+fn parsed_deliveries(text: &str, classic: bool) -> Result<Vec<(serde_json::Value, f64)>, String> {
+    use std::io::Write;
+    let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = r#"
+import json, sys
+text = sys.stdin.read()
+if sys.argv[1] == "classic":
+    from prometheus_client.parser import text_string_to_metric_families
+else:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for family in text_string_to_metric_families(text):
+    for s in family.samples:
+        if s.name == "hookfleet_deliveries_total":
+            out.append([s.labels, s.value])
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new(&python)
+        .args([
+            "-c",
+            script,
+            if classic { "classic" } else { "openmetrics" },
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {python}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the scrape");
+    let out = child.wait_with_output().expect("parser output");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let samples: Vec<(serde_json::Value, f64)> =
+        serde_json::from_slice(&out.stdout).expect("the parser's JSON");
+    Ok(samples)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_in_a_webhook_name_neither_breaks_the_scrape_nor_forges_a_sample() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let names = [
+        r#"Orders "EU""#,
+        r#"x",outcome="delivered"} 1e9 #"#,
+        r"back\slash",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let event = format!("on_event_{i}");
+        env.add_webhook(&spec(name, ENTITY, &event, &receiver.url("/q")));
+        env.emit_by_cli(&event, &format!("SO-{i}"), &json!({"name": i}))
+            .ok("emit");
+    }
+    let (mut worker, base) = start_with_metrics(&env, "hookfleet-worker", &[]);
+    receiver.wait_for(names.len(), PATIENCE).await;
+    let mut scrapes = Vec::new();
+    until_blocking(PATIENCE, "every delivery counted in /metrics", || {
+        let classic = get(&base, "/metrics");
+        let openmetrics = curl(&[
+            "-H",
+            "Accept: application/openmetrics-text; version=1.0.0",
+            &format!("{base}/metrics"),
+        ]);
+        let counted = parsed_deliveries(&classic.1, true).map_or(0, |s| s.len());
+        scrapes = vec![(classic, true), (openmetrics, false)];
+        counted == names.len()
+    });
+    for ((code, text), classic) in scrapes {
+        assert_eq!(code, 200, "{text}");
+        let samples = parsed_deliveries(&text, classic)
+            .unwrap_or_else(|e| panic!("a parser refused the scrape ({e}):\n{text}"));
+        let mut seen: Vec<(String, String, f64)> = samples
+            .iter()
+            .map(|(labels, value)| {
+                (
+                    labels["webhook"].as_str().unwrap_or_default().to_string(),
+                    labels["outcome"].as_str().unwrap_or_default().to_string(),
+                    *value,
+                )
+            })
+            .collect();
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut expected: Vec<(String, String, f64)> = names
+            .iter()
+            .map(|n| (n.to_string(), "delivered".to_string(), 1.0))
+            .collect();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(seen, expected, "classic={classic}:\n{text}");
+    }
+    worker.stop();
+}
+
+#[test]
+fn metrics_speak_the_format_the_scraper_asks_for() {
+    let env = TestEnv::new();
+    let (mut worker, base) = start_with_metrics(&env, "hookfleet-worker", &[]);
+    let head = |accept: Option<&str>| {
+        let mut args = vec!["-D", "-", "-o", "/dev/null"];
+        let header;
+        if let Some(a) = accept {
+            header = format!("Accept: {a}");
+            args.extend(["-H", header.as_str()]);
+        }
+        let url = format!("{base}/metrics");
+        args.push(&url);
+        curl(&args).1.to_ascii_lowercase()
+    };
+    assert!(
+        head(None).contains("content-type: text/plain; version=0.0.4"),
+        "{}",
+        head(None)
+    );
+    // What Prometheus sends: OpenMetrics first, the classic format after.
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    assert!(head(Some(prometheus)).contains("content-type: application/openmetrics-text"));
+    let (_, classic) = get(&base, "/metrics");
+    assert!(
+        classic.contains("# TYPE hookfleet_webhooks_auto_paused_total counter"),
+        "a classic parser needs the counter's TYPE line to name its _total series:\n{classic}"
+    );
+    assert!(!classic.contains("# EOF"), "{classic}");
+    worker.stop();
+}
+
+#[test]
+fn idle_sockets_on_the_metrics_port_are_closed_and_cannot_starve_it() {
+    use std::io::Read;
+    let env = TestEnv::new();
+    let (mut worker, base) = start_with_metrics(&env, "hookfleet-worker", &[]);
+    let addr = base.trim_start_matches("http://").to_string();
+    // More idle sockets than the listener serves at once, none sending a
+    // byte (a slow or hostile client).
+    let cap = hookfleet_core::observe::METRICS_LIMITS.max_connections;
+    let mut idle: Vec<std::net::TcpStream> = (0..cap + 8)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    // Each is closed by the server (end of stream), the waiting ones as the
+    // first are let go: none is held for longer than a few header timeouts.
+    for (i, s) in idle.iter_mut().enumerate() {
+        s.set_read_timeout(Some(PATIENCE)).expect("timeout");
+        let mut byte = [0u8; 1];
+        match s.read(&mut byte) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("idle socket {i} was not closed by the server: {other:?}"),
+        }
+    }
+    assert_eq!(get(&base, "/livez").0, 200, "the listener serves again");
+    worker.stop();
+}

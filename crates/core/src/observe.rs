@@ -7,6 +7,13 @@
 //! not anything scrapes them (a few atomic adds per delivery). Labels are
 //! bounded: webhook names past [`MAX_WEBHOOK_LABELS`] are counted under
 //! `other`, outcomes, sources and queues are few by construction.
+//!
+//! A label value is written escaped ([`label_value`]): the official client
+//! writes them raw, so a webhook named `Orders "EU"` would otherwise make
+//! the whole scrape unparseable (and a crafted name could forge samples).
+//! `/metrics` answers in the format the scraper asks for: OpenMetrics when
+//! its `Accept` names it (Prometheus does), else the classic text format
+//! (`text/plain; version=0.0.4`) that `promtool` and older parsers read.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -26,6 +33,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::http::ServeLimits;
 use crate::queue::RedisQueue;
 use crate::shutdown::Shutdown;
 use crate::store::Store;
@@ -248,16 +256,16 @@ impl Metrics {
         }
     }
 
-    /// The label value for `webhook`: its name while fewer than
-    /// [`MAX_WEBHOOK_LABELS`] are known, else `other`.
+    /// The label value for `webhook` (escaped, see [`label_value`]): its
+    /// name while fewer than [`MAX_WEBHOOK_LABELS`] are known, else `other`.
     pub fn webhook_label(&self, webhook: &str) -> String {
         let mut known = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if known.contains(webhook) {
-            return webhook.to_string();
+            return label_value(webhook);
         }
         if known.len() < MAX_WEBHOOK_LABELS {
             known.insert(webhook.to_string());
-            return webhook.to_string();
+            return label_value(webhook);
         }
         OTHER_WEBHOOK.to_string()
     }
@@ -285,7 +293,7 @@ impl Metrics {
     pub fn set_queue_depth(&self, queue: &str, depth: i64) {
         self.queue_depth
             .get_or_create(&QueueLabels {
-                queue: queue.to_string(),
+                queue: label_value(queue),
             })
             .set(depth);
     }
@@ -304,7 +312,7 @@ impl Metrics {
             .inc_by(n);
     }
 
-    /// The exposition text.
+    /// The exposition in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Writing to a String cannot fail.
@@ -312,6 +320,70 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
         text
     }
+
+    /// The exposition in the classic Prometheus text format (0.0.4), for
+    /// scrapers that do not ask for OpenMetrics: the same samples, with the
+    /// counters' `# TYPE`/`# HELP` lines naming the `_total` series (a
+    /// classic parser otherwise sees them untyped), and no `# UNIT` or
+    /// `# EOF` lines (which that format does not have).
+    pub fn encode_classic(&self) -> String {
+        classic_text(&self.encode())
+    }
+}
+
+/// `value` as a label value of either text format: backslash, double quote
+/// and line feed escaped (`\\`, `\"`, `\n`), everything else as it is.
+pub fn label_value(value: &str) -> String {
+    if !value.contains(['\\', '"', '\n']) {
+        return value.to_string();
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// OpenMetrics text rewritten as the classic format (see
+/// [`Metrics::encode_classic`]). Only metadata lines change; samples are
+/// the same in both formats for the kinds hookfleet exports (counters,
+/// gauges, histograms).
+fn classic_text(openmetrics: &str) -> String {
+    let mut counters: HashSet<&str> = HashSet::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if let Some((name, "counter")) = rest.split_once(' ') {
+                counters.insert(name);
+            }
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# TYPE ", "# HELP "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) && !name.ends_with("_total") {
+                    out.push_str(&format!("{prefix}{name}_total {tail}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// A request in flight (see [`Metrics::in_flight_guard`]).
@@ -496,15 +568,31 @@ async fn readyz(State((probe, detailed)): State<(Probe, bool)>) -> impl IntoResp
     answer(result)
 }
 
-/// `GET /metrics` (OpenMetrics text).
-pub async fn metrics_text() -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        metrics().encode(),
-    )
+/// The content type of the OpenMetrics text format.
+pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of the classic Prometheus text format.
+pub const CLASSIC_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /metrics`: OpenMetrics when the scraper's `Accept` names it
+/// (Prometheus asks for it first), else the classic text format.
+pub async fn metrics_text(headers: axum::http::HeaderMap) -> impl IntoResponse {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if openmetrics {
+        (
+            [(header::CONTENT_TYPE, OPENMETRICS_TYPE)],
+            metrics().encode(),
+        )
+    } else {
+        (
+            [(header::CONTENT_TYPE, CLASSIC_TYPE)],
+            metrics().encode_classic(),
+        )
+    }
 }
 
 /// The probe routes (`/livez`, `/readyz`), for a listener of the caller's;
@@ -516,8 +604,22 @@ pub fn probe_routes(probe: Probe, detailed: bool) -> Router {
         .with_state((probe, detailed))
 }
 
-/// Serves `/metrics`, `/livez` and `/readyz` on `addr` until `shutdown`;
-/// fails only if the address cannot be bound.
+/// How the metrics listener bounds its callers, as the ingest and the
+/// console do theirs: a scraper, an orchestrator's probes and a person with
+/// curl need a handful of connections, and a caller that opens sockets and
+/// sends nothing must not hold one for longer than a scrape takes, nor take
+/// the process's file descriptors (which its deliveries need).
+pub const METRICS_LIMITS: ServeLimits = ServeLimits {
+    max_connections: 16,
+    // A scraper sends its request at once; Prometheus's own scrape timeout
+    // defaults to 10 s.
+    header_read_timeout: Duration::from_secs(5),
+    // A scrape or a probe answers in milliseconds.
+    shutdown_wait: Duration::from_secs(2),
+};
+
+/// Serves `/metrics`, `/livez` and `/readyz` on `addr` until `shutdown`,
+/// within [`METRICS_LIMITS`]; fails only if the address cannot be bound.
 pub async fn serve(
     addr: SocketAddr,
     probe: Probe,
@@ -528,12 +630,7 @@ pub async fn serve(
     tracing::info!(listen = %listener.local_addr()?, "serving /metrics, /livez and /readyz");
     Ok(tokio::spawn(async move {
         let stop = async move { shutdown.requested(2).await };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::warn!(error = %e, "the metrics listener stopped");
-        }
+        crate::http::serve(listener, app, METRICS_LIMITS, stop).await;
     }))
 }
 
@@ -586,6 +683,46 @@ mod tests {
         assert!(text.contains("hookfleet_in_flight"), "{text}");
         assert!(!text.contains("hookfleet_oldest_due_age_seconds"), "{text}");
         assert!(!text.contains("hookfleet_events"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped_as_both_formats_require() {
+        assert_eq!(label_value("orders"), "orders");
+        assert_eq!(label_value(r#"Orders "EU""#), r#"Orders \"EU\""#);
+        assert_eq!(label_value("a\\b\nc"), "a\\\\b\\nc");
+        let m = Metrics::new();
+        m.export(Role::Worker);
+        m.delivery(r#"x",outcome="delivered"} 1e9 #"#, "failed");
+        let text = m.encode();
+        assert!(
+            text.contains(r#"{webhook="x\",outcome=\"delivered\"} 1e9 #",outcome="failed"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_classic_format_types_counters_by_their_total_series() {
+        let m = Metrics::new();
+        m.export(Role::Worker);
+        m.delivery("w", "delivered");
+        let classic = m.encode_classic();
+        assert!(
+            classic.contains("# TYPE hookfleet_deliveries_total counter"),
+            "{classic}"
+        );
+        assert!(
+            classic.contains("# HELP hookfleet_deliveries_total Attempts"),
+            "{classic}"
+        );
+        assert!(
+            classic.contains("# TYPE hookfleet_in_flight gauge"),
+            "{classic}"
+        );
+        assert!(!classic.contains("# EOF"), "{classic}");
+        assert!(
+            classic.contains(r#"hookfleet_deliveries_total{webhook="w",outcome="delivered"} 1"#),
+            "{classic}"
+        );
     }
 
     #[test]
