@@ -20,9 +20,10 @@ fn event(name: &str, doc: serde_json::Value) -> String {
     json!({"entity_type": ENTITY, "event": "on_submit", "name": name, "doc": doc}).to_string()
 }
 
-/// The longest `webhook add` may take to refuse a bomb: the renderer's one
-/// second, a process start, and room for a loaded machine.
-const REFUSED_WITHIN: Duration = Duration::from_secs(5);
+/// The longest a refusal may take: the renderer's one second of CPU, a
+/// process start, and room for a machine busy with other work (a bomb no
+/// limit stopped would run for minutes or take the machine's memory).
+const REFUSED_WITHIN: Duration = Duration::from_secs(60);
 
 /// Body templates whose work or memory has no bound but the renderer's.
 const BOMBS: &[(&str, &str)] = &[
@@ -102,10 +103,7 @@ fn a_bomb_a_document_triggers_is_exhausted_through_the_ingest_which_goes_on_serv
         );
         let took = started.elapsed();
         assert_eq!(code, 202, "{evil}: {body}");
-        assert!(
-            took < Duration::from_secs(5),
-            "{evil}: answered in {took:?}"
-        );
+        assert!(took < REFUSED_WITHIN, "{evil}: answered in {took:?}");
         let report: serde_json::Value = serde_json::from_str(&body).expect("report");
         let row = env.row(delivery_ids(&report)[0]);
         assert_eq!(row.status, DeliveryStatus::Exhausted, "{evil}: {row:?}");
@@ -122,7 +120,7 @@ fn a_bomb_a_document_triggers_is_exhausted_through_the_ingest_which_goes_on_serv
             &[],
         );
         assert_eq!(code, 202, "{body}");
-        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(started.elapsed() < REFUSED_WITHIN);
         let report: serde_json::Value = serde_json::from_str(&body).expect("report");
         let row = env.row(delivery_ids(&report)[0]);
         assert_eq!(row.status, DeliveryStatus::Queued, "{row:?}");
@@ -162,9 +160,9 @@ fn a_batch_of_documents_that_trip_a_limit_costs_two_limits_not_one_each() {
     let (code, body) = ingest.post("/v1/events/batch", json!(batch).to_string(), &[]);
     let took = started.elapsed();
     assert_eq!(code, 202, "{body}");
-    // Two seconds of CPU (LIMITS_PER_TEMPLATE_PER_CALL), the rest refused at
-    // once: well under the twenty one limit per document would take.
-    assert!(took < Duration::from_secs(8), "answered in {took:?}");
+    // Two limits spent (LIMITS_PER_TEMPLATE_PER_CALL), the rest refused at
+    // once: counted below by the rows' reasons, not by the clock.
+    assert!(took < REFUSED_WITHIN, "answered in {took:?}");
     let rows = env.rows();
     assert_eq!(rows.len(), EVIL + 2);
     let row_of = |name: &str| rows.iter().find(|r| r.entity_name == name).expect("a row");
@@ -232,5 +230,138 @@ fn a_renderer_that_is_not_one_refuses_the_emit_and_records_nothing() {
             started.elapsed()
         );
         assert!(env.rows().is_empty(), "{program}: nothing was recorded");
+    }
+}
+
+#[test]
+fn a_template_that_crashes_its_renderer_fails_its_own_row_never_the_batch() {
+    let env = TestEnv::new();
+    // `batch` and `indent` set aside room for a count a document chooses:
+    // 2^62 is a refusal (batch is capped as range is; it used to panic and
+    // fail the whole batch as "renderers unavailable") or the memory limit
+    // (indent), each that document's failure only.
+    let template = r#"{"order": "{{ doc.name }}", "pages": {{ doc.lines | batch(doc.per_page or 10) | list | length }}, "pad": "{{ "x" | indent(doc.width or 0) }}"}"#;
+    env.webhook_add(
+        "paged",
+        ENTITY,
+        "on_submit",
+        NOWHERE,
+        &["--body-template", template],
+    )
+    .ok("webhook add");
+    env.webhook_add("plain", ENTITY, "on_submit", NOWHERE, &[])
+        .ok("webhook add");
+    let ingest = IngestProcess::start(&env, &[]);
+    let huge = 1u64 << 62;
+    let order = |name: &str, doc: serde_json::Value| json!({"entity_type": ENTITY, "event": "on_submit", "name": name, "doc": doc});
+    let batch = json!([
+        order(
+            "SO-batch",
+            json!({"name": "SO-batch", "lines": [1, 2, 3], "per_page": huge})
+        ),
+        order("SO-indent", json!({"name": "SO-indent", "width": huge})),
+        order(
+            "SO-fine",
+            json!({"name": "SO-fine", "lines": [1, 2, 3], "per_page": 2})
+        ),
+    ]);
+    let (code, body) = ingest.post("/v1/events/batch", batch.to_string(), &[]);
+    assert_eq!(
+        code, 202,
+        "a template's crash is not the renderers' outage: {body}"
+    );
+    let rows = env.rows();
+    assert_eq!(rows.len(), 6, "every event, for both webhooks: {rows:?}");
+    let row = |webhook: &str, name: &str| {
+        rows.iter()
+            .find(|r| r.webhook_name == webhook && r.entity_name == name)
+            .unwrap_or_else(|| panic!("a row of {webhook} for {name}: {rows:?}"))
+    };
+    for name in ["SO-batch", "SO-indent", "SO-fine"] {
+        assert_eq!(row("plain", name).status, DeliveryStatus::Queued);
+    }
+    let fine = row("paged", "SO-fine");
+    assert_eq!(fine.status, DeliveryStatus::Queued, "{fine:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&fine.body).unwrap(),
+        json!({"order": "SO-fine", "pages": 2, "pad": "x"})
+    );
+    let batched = row("paged", "SO-batch");
+    assert_eq!(batched.status, DeliveryStatus::Exhausted, "{batched:?}");
+    assert!(
+        batched
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("at most 1000"),
+        "{batched:?}"
+    );
+    let indented = row("paged", "SO-indent");
+    assert_eq!(indented.status, DeliveryStatus::Exhausted, "{indented:?}");
+    assert!(
+        indented
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("memory limit"),
+        "{indented:?}"
+    );
+    // The ingest goes on serving.
+    let (code, body) = ingest.post(
+        "/v1/events",
+        event("SO-after", json!({"name": "SO-after"})),
+        &[],
+    );
+    assert_eq!(code, 202, "{body}");
+}
+
+#[test]
+fn a_renderer_that_dies_on_a_document_fails_that_row_and_the_rest_are_recorded() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.webhook_add(
+        "templated",
+        ENTITY,
+        "on_submit",
+        NOWHERE,
+        &["--body-template", TIME_BOMB_ON_DEMAND],
+    )
+    .ok("webhook add");
+    env.webhook_add("plain", ENTITY, "on_submit", NOWHERE, &[])
+        .ok("webhook add");
+    // A renderer that greets as one, takes its request and dies (as one
+    // whose template crashed it would): every time, so the retry in a fresh
+    // renderer dies too.
+    let dying = TempFile::new(
+        "#!/usr/bin/env python3\n\
+         import struct, sys\n\
+         hello = b'hookfleet-renderer/1'\n\
+         sys.stdout.buffer.write(struct.pack('<I', len(hello)) + hello)\n\
+         sys.stdout.buffer.flush()\n\
+         n = struct.unpack('<I', sys.stdin.buffer.read(4))[0]\n\
+         sys.stdin.buffer.read(n)\n\
+         sys.exit(101)\n",
+    );
+    std::fs::set_permissions(dying.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let ingest = IngestProcess::start_with_env(&env, &[], &[("HOOKFLEET_RENDERER", dying.path())]);
+    let (code, body) = ingest.post("/v1/events", event("SO-1", json!({"name": "SO-1"})), &[]);
+    assert_eq!(
+        code, 202,
+        "a renderer dying under a template is that row's failure: {body}"
+    );
+    let rows = env.rows();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        match row.webhook_name.as_str() {
+            "plain" => assert_eq!(row.status, DeliveryStatus::Queued, "{row:?}"),
+            _ => {
+                assert_eq!(row.status, DeliveryStatus::Exhausted, "{row:?}");
+                let error = row.error.as_deref().unwrap_or("");
+                assert!(
+                    error.contains("crashed its renderer") && error.contains("code 101"),
+                    "{row:?}"
+                );
+            }
+        }
     }
 }

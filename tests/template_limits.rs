@@ -11,8 +11,10 @@ use hookfleet_template::{RANGE_LIMIT, TEMPLATE_FUEL};
 use hookfleet_testkit::{run_within, spec, TestEnv, ENTITY, NOWHERE};
 
 /// How long a render stopped by a limit may take, process start included:
-/// the limit exists so that a runaway template costs milliseconds.
-const QUICK: Duration = Duration::from_secs(5);
+/// the limit makes a runaway template cost milliseconds, while without it
+/// the runaway loops below would run for many minutes; the bound is
+/// generous so that a machine busy with other work passes as an idle one.
+const QUICK: Duration = Duration::from_secs(60);
 
 /// A billion iterations of plain template code, within the `range` cap and
 /// printing nothing (so only the fuel can stop it, not an output limit).

@@ -41,6 +41,11 @@ pub enum RenderError {
     /// A template's renderer ran out of memory (or died).
     #[error("a template used more than its memory limit of {limit_mib} MiB")]
     MemoryLimit { limit_mib: u64 },
+    /// The template's renderer died while rendering it, twice (or the
+    /// template language failed inside it): the template's failure, not
+    /// the renderers'.
+    #[error("the template crashed its renderer: {0}")]
+    Crashed(String),
     /// The renderer could not be started or reached.
     #[error("template renderer: {0}")]
     Renderer(String),

@@ -79,6 +79,42 @@ pub fn capped_range(
     ))
 }
 
+/// Refuses a count past [`RANGE_LIMIT`]: `batch` and `slice` set aside
+/// room for `count` items before they look at the list, so a count a
+/// document chooses (`batch(doc.per_page)`) could ask for more memory than
+/// exists.
+fn capped_count(filter: &str, count: usize) -> Result<(), minijinja::Error> {
+    if count > RANGE_LIMIT {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("{filter} of {count}; at most {RANGE_LIMIT}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `batch` as in Jinja, its count capped at [`RANGE_LIMIT`].
+fn capped_batch(
+    state: &minijinja::State,
+    value: JinjaValue,
+    count: usize,
+    fill_with: Option<JinjaValue>,
+) -> Result<JinjaValue, minijinja::Error> {
+    capped_count("batch", count)?;
+    minijinja::filters::batch(state, value, count, fill_with)
+}
+
+/// `slice` as in Jinja, its count capped at [`RANGE_LIMIT`].
+fn capped_slice(
+    state: &minijinja::State,
+    value: JinjaValue,
+    count: usize,
+    fill_with: Option<JinjaValue>,
+) -> Result<JinjaValue, minijinja::Error> {
+    capped_count("slice", count)?;
+    minijinja::filters::slice(state, value, count, fill_with)
+}
+
 /// The filter the body template's rewrite puts on an interpolation inside a
 /// JSON string: the value as string content.
 const AS_STRING_CONTENT: &str = "hookfleet_json_string_content";
@@ -298,6 +334,8 @@ fn environment(lenient: bool) -> Environment<'static> {
     env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     env.add_function("range", capped_range);
+    env.add_filter("batch", capped_batch);
+    env.add_filter("slice", capped_slice);
     env.add_filter(AS_JSON_VALUE, move |v: JinjaValue| {
         as_json_value(&v, lenient)
     });

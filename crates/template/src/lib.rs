@@ -15,6 +15,9 @@
 //! - [`sandbox`]: the renderer processes templates run in, under limits of
 //!   time and memory the operating system enforces; [`Sandbox`], the
 //!   [`hookfleet_core::render::Renderer`] that uses them.
+//! - `confine`: what a renderer gives up before its first template (its
+//!   inherited descriptors, new privileges, every system call rendering
+//!   does not need).
 //! - [`jinja`]: conditions, body templates and dynamic URLs compiled and
 //!   rendered on one document (inside a renderer process only); a body
 //!   template's values written as JSON for where they land.
@@ -22,6 +25,7 @@
 //! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
 //!   templates, and the site's time zone.
 
+mod confine;
 pub mod frappe_utils;
 pub mod jinja;
 pub mod pyexpr;

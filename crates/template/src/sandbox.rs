@@ -43,7 +43,7 @@ use serde_json::Value;
 use hookfleet_core::render::{RenderJob, Rendered, Renderer, Templates};
 use hookfleet_core::RenderError;
 
-use crate::jinja::CompiledCache;
+use crate::jinja::{Compiled, CompiledCache};
 
 /// The first argument that makes a hookfleet binary serve as a renderer.
 pub const RENDERER_ARG: &str = "__hookfleet-render";
@@ -97,6 +97,10 @@ const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// What a renderer says first.
 const HELLO: &str = "hookfleet-renderer/1";
+
+/// What a renderer says first when it could not confine itself, followed
+/// by why; then it exits.
+const UNCONFINED: &str = "hookfleet-renderer/1 unconfined: ";
 
 fn cores() -> usize {
     std::thread::available_parallelism()
@@ -263,6 +267,12 @@ impl Process {
         }
         match renderer.frames.recv_timeout(HELLO_TIMEOUT) {
             Ok(hello) if hello == HELLO.as_bytes() => Ok(renderer),
+            Ok(hello) if hello.starts_with(UNCONFINED.as_bytes()) => {
+                Err(RenderError::Renderer(format!(
+                    "the template renderer cannot confine itself ({}); templates are not rendered without its system-call filter",
+                    String::from_utf8_lossy(&hello[UNCONFINED.len()..])
+                )))
+            }
             _ => Err(RenderError::Renderer(format!(
                 "{} did not answer as a template renderer (a program embedding hookfleet calls \
                  hookfleet_template::serve_if_renderer() first in main, or names a renderer \
@@ -411,6 +421,8 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
             ))
         })
     };
+    // Jobs whose renderer died under them once (see below).
+    let mut crashed_once: Vec<usize> = Vec::new();
     let _slot = match Slot::take() {
         Ok(s) => s,
         Err(e) => return jobs.iter().map(|_| Err(e.clone())).collect(),
@@ -468,29 +480,38 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
                 Waited::Answer(frame) => {
                     match serde_json::from_slice::<Result<Rendered, RenderError>>(&frame) {
                         Ok(r) => Ok(r),
-                        Err(e) => Err(RenderError::Renderer(format!(
+                        Err(e) => Err(Some(RenderError::Renderer(format!(
                             "unreadable answer from the renderer: {e}"
-                        ))),
+                        )))),
                     }
                 }
-                Waited::TooLong(e) => Err(e),
-                Waited::Died => Err(RenderError::MemoryLimit {
-                    limit_mib: TEMPLATE_MEMORY_LIMIT >> 20,
-                }),
+                Waited::TooLong(e) => Err(Some(e)),
+                Waited::Died => Err(None),
             };
             match outcome {
                 Ok(r) => results[i] = Some(r),
-                Err(mut e) => {
+                Err(e) => {
                     let status = renderer.take().and_then(Process::finish);
-                    if matches!(e, RenderError::MemoryLimit { .. }) && !died_of_memory(status) {
-                        e = RenderError::Renderer(format!(
-                            "the renderer ended unexpectedly ({})",
-                            status.map(|s| s.to_string()).unwrap_or_default()
-                        ));
-                    }
+                    let e = match e {
+                        Some(limit) => limit,
+                        None if died_of_memory(status) => RenderError::MemoryLimit {
+                            limit_mib: TEMPLATE_MEMORY_LIMIT >> 20,
+                        },
+                        // Died of something else while rendering this
+                        // job: once may be the machine's doing (a stray
+                        // signal), so it is rendered again in a fresh
+                        // renderer; twice is the job's.
+                        None if !crashed_once.contains(&i) => {
+                            crashed_once.push(i);
+                            break;
+                        }
+                        None => RenderError::Crashed(describe_death(status)),
+                    };
                     if matches!(
                         e,
-                        RenderError::TimeLimit { .. } | RenderError::MemoryLimit { .. }
+                        RenderError::TimeLimit { .. }
+                            | RenderError::MemoryLimit { .. }
+                            | RenderError::Crashed(_)
                     ) {
                         offenders.push((Arc::as_ptr(jobs[i].templates), e.clone()));
                     }
@@ -511,6 +532,23 @@ pub fn render(jobs: &[Job<'_>]) -> Vec<Result<Rendered, RenderError>> {
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(RenderError::Renderer("no answer".into()))))
         .collect()
+}
+
+/// How a renderer ended, in words: its exit code, or its signal (a
+/// forbidden system call named as such).
+fn describe_death(status: Option<std::process::ExitStatus>) -> String {
+    const SIGSYS: i32 = 31;
+    match status {
+        Some(s) if s.signal() == Some(SIGSYS) => {
+            "it was killed for a forbidden system call (SIGSYS)".into()
+        }
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("it exited with code {code}"),
+            (None, Some(sig)) => format!("it was killed by signal {sig}"),
+            _ => s.to_string(),
+        },
+        None => "it ended, its status unknown".into(),
+    }
 }
 
 /// A renderer that ran out of memory aborts (SIGABRT, on a failed
@@ -613,22 +651,34 @@ fn serve() -> std::process::ExitCode {
     {
         crate::frappe_utils::set_time_zone(zone);
     }
+    crate::confine::close_inherited_descriptors();
     // A render running far past its limit means the parent has gone (it
     // would have killed us): exit rather than spin on.
     let busy_since = Arc::new(Mutex::new(None::<Instant>));
     let watched = busy_since.clone();
+    let (started, watchdog_up) = mpsc::channel();
     let _ = std::thread::Builder::new()
         .name("renderer-watchdog".into())
-        .spawn(move || loop {
-            std::thread::sleep(TEMPLATE_TIME_LIMIT);
-            let since = *watched.lock().expect("watchdog lock");
-            if since.is_some_and(|t| t.elapsed() > TEMPLATE_WALL_LIMIT + ORPHAN_GRACE) {
-                std::process::exit(3);
+        .spawn(move || {
+            let _ = started.send(());
+            loop {
+                std::thread::sleep(TEMPLATE_TIME_LIMIT);
+                let since = *watched.lock().unwrap_or_else(|e| e.into_inner());
+                if since.is_some_and(|t| t.elapsed() > TEMPLATE_WALL_LIMIT + ORPHAN_GRACE) {
+                    std::process::exit(3);
+                }
             }
         });
+    // Every thread is up (the filter binds them all, and a thread's own
+    // start-up would need calls it forbids).
+    let _ = watchdog_up.recv_timeout(HELLO_TIMEOUT);
     let mut cache = CompiledCache::default();
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
+    if let Err(reason) = crate::confine::confine() {
+        let _ = write_frame(&mut stdout, format!("{UNCONFINED}{reason}").as_bytes());
+        return std::process::ExitCode::from(4);
+    }
     if write_frame(&mut stdout, HELLO.as_bytes()).is_err() {
         return std::process::ExitCode::from(2);
     }
@@ -643,19 +693,58 @@ fn serve() -> std::process::ExitCode {
         };
         drop(frame);
         for (t, d) in request.jobs {
-            *busy_since.lock().expect("watchdog lock") = Some(Instant::now());
+            *busy_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             let result = match (request.templates.get(t), request.docs.get(d)) {
                 (Some(templates), Some(doc)) => match cache.get(templates).as_ref() {
-                    Ok(compiled) => compiled.render_all(doc),
+                    Ok(compiled) => render_caught(compiled, doc),
                     Err(e) => Err(e.clone()),
                 },
                 _ => Err(RenderError::Renderer("malformed request".into())),
             };
-            *busy_since.lock().expect("watchdog lock") = None;
+            *busy_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
             let answer = serde_json::to_vec(&result).unwrap_or_default();
             if write_frame(&mut stdout, &answer).is_err() {
                 return std::process::ExitCode::from(2);
             }
         }
+    }
+}
+
+/// Renders `doc`, a panic inside the template language (a filter asked
+/// for an impossible allocation, say) answered as this job's failure: the
+/// renderer, and the batch mates it holds, go on.
+fn render_caught(compiled: &Compiled, doc: &Value) -> Result<Rendered, RenderError> {
+    caught(|| compiled.render_all(doc))
+}
+
+/// `render`'s result, or its panic as [`RenderError::Crashed`].
+fn caught(render: impl FnOnce() -> Result<Rendered, RenderError>) -> Result<Rendered, RenderError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(render)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(RenderError::Crashed(format!("it failed: {what}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_a_render_is_that_jobs_failure() {
+        let e = caught(|| panic!("capacity overflow")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the template crashed its renderer: it failed: capacity overflow"
+        );
+        let owned = caught(|| panic!("{} items", 7)).unwrap_err();
+        assert!(owned.to_string().contains("7 items"), "{owned}");
+        assert_eq!(caught(|| Ok(Rendered::default())), Ok(Rendered::default()));
     }
 }
