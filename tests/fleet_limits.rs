@@ -5,7 +5,11 @@
 use std::time::Duration;
 
 use hookfleet_core::model::{DeliveryStatus, WebhookSpec};
-use hookfleet_testkit::{spec, Receiver, Reply, TestEnv};
+use hookfleet_testkit::{spec, Receiver, TestEnv};
+
+/// How long a test waits for the fleet to do what it should: generous, so a
+/// busy machine passes as an idle one.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 fn limited(rx: &Receiver, name: &str) -> WebhookSpec {
     spec(name, "Sales Order", "on_submit", &rx.url("/hook"))
@@ -22,24 +26,29 @@ async fn delivered(env: &TestEnv, webhook: &str) -> usize {
 async fn three_workers_never_send_more_than_max_concurrency_and_other_webhooks_go_on() {
     let env = TestEnv::new();
     let slow = Receiver::start().await;
-    slow.reply_always(Reply::status(200).delayed(Duration::from_millis(200)));
+    // The limited webhook's requests wait at its receiver until the test
+    // lets them go, so what is in flight at once is seen, not raced.
+    slow.hold();
     let fast = Receiver::start().await;
     let mut s = limited(&slow, "limited");
     s.max_concurrency = Some(3);
+    // Longer than the test holds its requests: none times out.
+    s.timeout = Duration::from_secs(60);
     env.add_webhook(&s);
     env.add_webhook(&limited(&fast, "free"));
     let workers: Vec<_> = (0..3).map(|_| env.start_worker_tuned(16, |_| {})).collect();
     for i in 0..30 {
         env.submit(&format!("SO-{i}")).await;
     }
-    // The free webhook's deliveries are not held behind the limited one's.
-    fast.wait_for(30, Duration::from_secs(20)).await;
-    let limited_done = delivered(&env, "limited").await;
-    assert!(
-        limited_done < 30,
-        "the free webhook finished first ({limited_done} of the limited one's were done)"
-    );
-    slow.wait_for(30, Duration::from_secs(60)).await;
+    // The free webhook's deliveries all go through while the limited one's
+    // are held.
+    fast.wait_for(30, PATIENCE).await;
+    // Three workers of 16 slots each fill the limit, and no more.
+    slow.wait_in_flight(3, PATIENCE).await;
+    assert_eq!(delivered(&env, "limited").await, 0, "none answered yet");
+    assert_eq!(slow.max_in_flight(), 3, "never more than 3 at once");
+    slow.release();
+    slow.wait_for(30, PATIENCE).await;
     env.until_rows("every row is delivered", |rows| {
         rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
     })

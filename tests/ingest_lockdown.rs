@@ -150,9 +150,27 @@ fn batches_over_the_limit_are_refused_and_six_at_once_keep_the_ingest_small() {
     let pid = ingest.pid();
     let before = peak_rss_mib(pid);
 
-    // 40 MiB: refused before it is read whole.
-    let (code, body) = ingest.post("/v1/events/batch", "x".repeat(40 << 20), &[]);
-    assert_eq!(code, 413, "{body}");
+    // 40 MiB: refused by its declared length, before the client is told
+    // to go on (`100 Continue`), so it never starts the upload.
+    let big = TempFile::new("x".repeat(40 << 20));
+    let (code, headers) = curl(&[
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Expect: 100-continue",
+        "--data-binary",
+        &format!("@{}", big.path()),
+        &format!("{}/v1/events/batch", ingest.base),
+    ]);
+    assert_eq!(code, 413, "{headers}");
+    assert!(
+        !headers.contains(" 100 "),
+        "answered 100 Continue first: {headers}"
+    );
 
     // Six batches just under the limit (1,000 events of ~32 KiB), at once.
     let batch = TempFile::new(batch_of(1000, 32 * 1024 - 64));

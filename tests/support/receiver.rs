@@ -114,6 +114,18 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     arrived: tokio::sync::Notify,
+    /// While true, requests wait at the door (counted as in flight) until
+    /// [`Receiver::release`].
+    held: HeldGate,
+}
+
+/// A gate requests wait behind (see [`Receiver::hold`]).
+struct HeldGate(tokio::sync::watch::Sender<bool>);
+
+impl Default for HeldGate {
+    fn default() -> HeldGate {
+        HeldGate(tokio::sync::watch::Sender::new(false))
+    }
 }
 
 /// The receiver.
@@ -222,6 +234,7 @@ async fn handle(
     };
     shared.requests.lock().expect("lock").push(received);
     shared.arrived.notify_waiters();
+    let _ = shared.held.0.subscribe().wait_for(|held| !held).await;
     let reply = {
         let next = shared.script.lock().expect("lock").pop_front();
         next.or_else(|| shared.default.lock().expect("lock").clone())
@@ -289,6 +302,31 @@ impl Receiver {
 
     pub fn count(&self) -> usize {
         self.shared.requests.lock().expect("lock").len()
+    }
+
+    /// From now on requests wait, unanswered, until [`Receiver::release`]:
+    /// a test sees how many a fleet sends at once without racing the clock.
+    pub fn hold(&self) {
+        self.shared.held.0.send_replace(true);
+    }
+
+    /// Answers the requests held, and every later one as scripted.
+    pub fn release(&self) {
+        self.shared.held.0.send_replace(false);
+    }
+
+    /// Waits until `n` requests are in flight at once; panics after
+    /// `timeout`.
+    pub async fn wait_in_flight(&self, n: usize, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.in_flight() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} requests in flight, expected {n} within {timeout:?}",
+                self.in_flight()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Requests in flight right now.

@@ -172,6 +172,28 @@ fn authorised(ingest: &Ingest, headers: &HeaderMap) -> bool {
     same_secret(bearer(headers).as_bytes(), token.as_bytes())
 }
 
+/// Refuses, by its declared length, a body over `limit` before anything
+/// touches it: hyper answers `100 Continue` to a client that asked for it
+/// (curl does for large bodies) as soon as a handler first polls the body,
+/// so a refusal decided after that reaches a client already uploading, and
+/// it may see only the `100`.
+fn declared_over(request: &Request, limit: usize) -> Option<Response> {
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    (declared > limit as u64).then(|| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is over {limit} bytes"),
+        )
+    })
+}
+
 /// Reads a request body of at most `limit` bytes within `within`.
 async fn read_body(
     body: Body,
@@ -281,6 +303,9 @@ async fn require_token(
 }
 
 async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    if let Some(refused) = declared_over(&request, MAX_DOCUMENT_BYTES) {
+        return refused;
+    }
     // Waiting here leaves the body in the socket, not in memory.
     let Ok(_reserved) = ingest.memory.acquire_many(EVENT_RESERVATION_MIB).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
@@ -315,6 +340,9 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
 }
 
 async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
+    if let Some(refused) = declared_over(&request, MAX_BATCH_BYTES) {
+        return refused;
+    }
     // Waiting here leaves the body in the socket, not in memory.
     let Ok(_reserved) = ingest.memory.acquire_many(BATCH_RESERVATION_MIB).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
