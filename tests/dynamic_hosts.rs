@@ -235,3 +235,54 @@ async fn a_retry_to_a_host_the_webhook_no_longer_allows_is_exhausted_unsent() {
     );
     assert_eq!(rx.count(), 1, "nothing was sent to the withdrawn host");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_a_document_puts_in_a_dynamic_url_is_sent_encoded_and_fails_no_other_event() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    let mut hook = spec(
+        "by-part",
+        ENTITY,
+        "on_submit",
+        &format!("http://127.0.0.1:{}/ok/{{{{ doc.p }}}}", rx.addr.port()),
+    );
+    hook.dynamic_url = true;
+    env.add_webhook(&hook);
+    env.add_webhook(&spec("other", "Customer", "after_insert", &rx.url("/c")));
+    // One batch: the document with a NUL in the part of the URL it renders,
+    // and an unrelated event of another webhook.
+    let mut batch = hookfleet_producer::Batch::new();
+    batch.push(Event::new(
+        ENTITY,
+        "on_submit",
+        "SO-1",
+        json!({"name": "SO-1", "p": "a\u{0}b"}),
+    ));
+    batch.push(Event::new(
+        "Customer",
+        "after_insert",
+        "C-1",
+        json!({"name": "C-1"}),
+    ));
+    let report = env
+        .producer()
+        .emit_batch(batch)
+        .await
+        .expect("the batch is recorded");
+    assert_eq!(report.deliveries.len(), 2, "{report:?}");
+    let rows = env.rows();
+    let nul = rows
+        .iter()
+        .find(|r| r.webhook_name == "by-part")
+        .expect("row");
+    assert_eq!(
+        nul.url,
+        format!("http://127.0.0.1:{}/ok/a%00b", rx.addr.port()),
+        "stored as it is sent"
+    );
+    let worker = env.start_worker(4, RetrySchedule::default());
+    let got = rx.wait_for(2, std::time::Duration::from_secs(60)).await;
+    assert!(got.iter().any(|r| r.path == "/ok/a%00b"), "{got:?}");
+    assert!(got.iter().any(|r| r.path == "/c"), "{got:?}");
+    worker.stop().await;
+}

@@ -344,6 +344,14 @@ impl RequestBuilder {
         };
         let parsed = check_url(&url, policy)?;
         self.hosts.check(&parsed)?;
+        // A rendered URL is stored as it will be sent: parsed and
+        // serialised, so a control character a document put in it (a NUL,
+        // which Postgres's text refuses) is percent-encoded as on the wire.
+        let url = if self.webhook.dynamic_url {
+            parsed.as_str().to_string()
+        } else {
+            url
+        };
         let structure = self.webhook.structure();
         let body = match structure {
             Structure::Json if self.webhook.body_template.is_some() => {
