@@ -95,3 +95,50 @@ fn webhook_add_without_a_required_flag_is_a_usage_error() {
         wrong.join("\n---\n")
     );
 }
+
+#[test]
+fn a_database_that_refuses_or_does_not_exist_fails_a_command_at_once_with_its_reason() {
+    let env = TestEnv::new();
+    let missing = {
+        let mut url = url_without_db(&env);
+        url.push_str("hf_no_such_database");
+        url
+    };
+    let cases: [(&str, &str); 3] = [
+        (&missing, "does not exist"),
+        // Never quoted back: libpq echoes a connection string it cannot
+        // read, password and all.
+        ("mysql://root:sekrit-pw@127.0.0.1/x", "postgres://"),
+        ("postgres://u:sekrit-pw@127.0.0.1:1/x", "refused"),
+    ];
+    for (url, reason) in cases {
+        let out = Run::from(
+            env.command("hookfleet")
+                .args(["stats"])
+                .env("DATABASE_URL", url)
+                .output()
+                .expect("run hookfleet"),
+        );
+        assert_eq!(out.code, Some(1), "{out}");
+        assert!(out.stderr.contains(reason), "{reason}: {out}");
+        assert!(
+            !out.stderr.contains("sekrit"),
+            "a password in the error: {out}"
+        );
+        // The server's answer at once, not the pool's wait for a
+        // connection ("timed out").
+        assert!(!out.stderr.contains("timed out"), "{out}");
+    }
+}
+
+/// The test database's URL without its database name (`…/`).
+fn url_without_db(env: &TestEnv) -> String {
+    let url = env
+        .envs()
+        .into_iter()
+        .find(|(k, _)| k == "DATABASE_URL")
+        .map(|(_, v)| v)
+        .expect("DATABASE_URL");
+    let cut = url.rfind('/').expect("a path");
+    url[..=cut].to_string()
+}

@@ -175,7 +175,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     s.install(false)?;
     cli.templates.install();
-    let store = s.store(1)?;
+    // A command fails at once on a database that refuses it or does not
+    // exist; the console, a long-running process, waits one out as the
+    // worker does.
+    let store = if matches!(cli.command, Command::Console { .. }) {
+        s.store(1)?
+    } else {
+        s.store_now(1)?
+    };
     if !matches!(cli.command, Command::Migrate { .. }) {
         hookfleet_settings::require_current_schema(&store)?;
     }
@@ -184,7 +191,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             migrate_database_url,
         } => {
             let applied = match migrate_database_url.filter(|u| !u.trim().is_empty()) {
-                Some(direct) => Store::connect(&direct, 1)?.migrate()?,
+                Some(direct) => Store::connect_now(&direct, 1)?.migrate()?,
                 None => store.migrate()?,
             };
             if applied.is_empty() {

@@ -154,6 +154,15 @@ impl Settings {
         Keyring::new(current.as_deref(), &old)
     }
 
+    /// Connects to Postgres now, failing at once with the server's reason
+    /// (a command a person typed: the CLI); otherwise as [`Settings::store`].
+    pub fn store_now(&self, default_pool: u32) -> Result<Store, StoreError> {
+        Store::connect_now(
+            &self.database_url,
+            self.db_pool_size.unwrap_or(default_pool),
+        )
+    }
+
     /// Connects to Postgres with `--db-pool-size` connections at most, or
     /// `default_pool` (the binary's own need) when unset.
     pub fn store(&self, default_pool: u32) -> Result<Store, StoreError> {

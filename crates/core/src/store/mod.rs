@@ -93,6 +93,26 @@ impl ManageConnection for Manager {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool<Manager>,
+    /// Why the pool last failed to open a connection: a caller that times
+    /// out waiting for one is told the server's reason, not only "timed
+    /// out".
+    last_error: LastError,
+}
+
+/// The pool's last connection error (r2d2 otherwise drops it).
+#[derive(Clone, Debug, Default)]
+struct LastError(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl LastError {
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl diesel::r2d2::HandleError<diesel::r2d2::Error> for LastError {
+    fn handle_error(&self, error: diesel::r2d2::Error) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
+    }
 }
 
 impl Store {
@@ -100,19 +120,54 @@ impl Store {
     /// process starts while the database is down and says so on first use.
     pub fn connect(database_url: &str, max_connections: u32) -> Result<Store, StoreError> {
         let manager = Manager(ConnectionManager::<PgConnection>::new(database_url));
+        let last_error = LastError::default();
         let pool = Pool::builder()
             .max_size(max_connections.max(1))
             .min_idle(Some(0))
             .connection_timeout(POOL_CHECKOUT_TIMEOUT)
             .test_on_check_out(false)
-            .error_handler(Box::new(diesel::r2d2::NopErrorHandler))
+            .error_handler(Box::new(last_error.clone()))
             .build_unchecked(manager);
-        Ok(Store { pool })
+        Ok(Store { pool, last_error })
+    }
+
+    /// As [`Store::connect`], but opens a connection now and fails at once,
+    /// with the server's reason, when the database refuses it or does not
+    /// exist (a command a person typed, not a process that waits out an
+    /// outage).
+    pub fn connect_now(database_url: &str, max_connections: u32) -> Result<Store, StoreError> {
+        // libpq quotes a connection string it cannot read, password and all:
+        // anything but a postgres URL is refused in our own words.
+        let scheme = database_url.split_once("://").map(|(s, _)| s);
+        if !matches!(scheme, Some("postgres" | "postgresql")) {
+            return Err(StoreError::Unavailable(format!(
+                "DATABASE_URL is not a postgres:// URL{}",
+                scheme.map_or(String::new(), |s| format!(
+                    " (its scheme is {:?})",
+                    s.chars().take(20).collect::<String>()
+                ))
+            )));
+        }
+        if let Err(e) = PgConnection::establish(database_url) {
+            return Err(StoreError::Unavailable(without_password(
+                e.to_string().trim(),
+                database_url,
+            )));
+        }
+        Store::connect(database_url, max_connections)
+    }
+
+    /// A pooled connection, or why none came: the pool's time limit, with
+    /// the last reason a new connection failed.
+    fn checkout(&self) -> Result<Conn, StoreError> {
+        self.pool
+            .get()
+            .map_err(|e| unavailable(e, &self.last_error))
     }
 
     /// A connection for synchronous callers (the CLI, tests).
     pub fn conn(&self) -> Result<Conn, StoreError> {
-        Ok(self.pool.get()?)
+        self.checkout()
     }
 
     /// Runs `f` with a connection on the calling thread (the CLI, tests).
@@ -120,7 +175,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut PgConnection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.checkout()?;
         let result = f(&mut conn.conn);
         classify(&mut conn, result)
     }
@@ -132,8 +187,9 @@ impl Store {
         F: FnOnce(&mut PgConnection) -> Result<T, StoreError> + Send + 'static,
     {
         let pool = self.pool.clone();
+        let last_error = self.last_error.clone();
         tokio::task::spawn_blocking(move || {
-            let mut conn = pool.get()?;
+            let mut conn = pool.get().map_err(|e| unavailable(e, &last_error))?;
             let result = f(&mut conn.conn);
             classify(&mut conn, result)
         })
@@ -146,10 +202,11 @@ impl Store {
     /// pile up blocked threads while the database is down).
     pub async fn ping(&self, within: std::time::Duration) -> Result<(), StoreError> {
         let pool = self.pool.clone();
+        let last_error = self.last_error.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = pool
                 .get_timeout(within)
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                .map_err(|e| unavailable(e, &last_error))?;
             diesel::sql_query("SELECT 1").execute(&mut conn.conn)?;
             Ok(())
         })
@@ -207,6 +264,27 @@ impl Store {
     /// not at all.
     pub fn migrate(&self) -> Result<Vec<String>, StoreError> {
         self.run_sync(migrate)
+    }
+}
+
+/// `message` with the password of `url` (if any) blotted out, for a
+/// server's or libpq's words that might quote it.
+fn without_password(message: &str, url: &str) -> String {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.password().map(str::to_string))
+    {
+        Some(p) if !p.is_empty() => message.replace(&p, "***"),
+        _ => message.to_string(),
+    }
+}
+
+/// A pool that gave no connection, with the last reason one could not be
+/// opened (the server's words), when there is one.
+fn unavailable(e: diesel::r2d2::PoolError, last: &LastError) -> StoreError {
+    match last.get() {
+        Some(reason) => StoreError::Unavailable(format!("{e} ({})", reason.trim())),
+        None => StoreError::Unavailable(e.to_string()),
     }
 }
 
