@@ -18,13 +18,15 @@
 //! - [`jinja`]: conditions, body templates and dynamic URLs compiled and
 //!   rendered on one document (inside a renderer process only); a body
 //!   template's values written as JSON for where they land.
-//! - [`pyexpr`]: Frappe's Python conditions, checked and written as Jinja.
+//! - `pyexpr`: Frappe's Python conditions, checked and written as Jinja, one
+//!   phase per file (lexer, AST, parser, emitter, refusals) and the Python
+//!   operators the translations call at run time.
 //! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
 //!   templates, and the site's time zone.
 
 pub mod frappe_utils;
 pub mod jinja;
-pub mod pyexpr;
+mod pyexpr;
 pub mod sandbox;
 
 pub use frappe_utils::{parse_time_zone, set_time_zone};
