@@ -305,7 +305,7 @@ fn environment(lenient: bool) -> Environment<'static> {
     env.set_formatter(move |out, state, value| formatter(out, state, value, lenient));
     // Frappe's context: the `utils` and `frappe.utils` globals, its filters
     // (`json`, `len`, `int`, `str`, `flt`) and Python's str and dict methods.
-    crate::frappe_utils::install(&mut env);
+    crate::frappe::install(&mut env);
     crate::pyexpr::install(&mut env);
     if lenient {
         // On a sample document a missing field is undefined: a method

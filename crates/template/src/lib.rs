@@ -21,15 +21,16 @@
 //! - `pyexpr`: Frappe's Python conditions, checked and written as Jinja, one
 //!   phase per file (lexer, AST, parser, emitter, refusals) and the Python
 //!   operators the translations call at run time.
-//! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
-//!   templates, and the site's time zone.
+//! - `frappe`: Frappe's `utils`, filters and Python methods for templates,
+//!   one family per file (argument binding, numbers, money, text, JSON,
+//!   dates, date arithmetic), and the site's time zone ([`set_time_zone`]).
 
-pub mod frappe_utils;
+mod frappe;
 pub mod jinja;
 mod pyexpr;
 pub mod sandbox;
 
-pub use frappe_utils::{parse_time_zone, set_time_zone};
+pub use frappe::{parse_time_zone, set_time_zone};
 pub use jinja::{RANGE_LIMIT, TEMPLATE_FUEL};
 pub use sandbox::{serve_if_renderer, use_program, Sandbox};
 

@@ -158,7 +158,7 @@ impl<'a> Parser<'a> {
     fn parse_util(&mut self, start: usize, shown: &str) -> Parsed {
         let name = match (self.peek(), self.peek_next(), self.peek_at(2)) {
             (Tok::Op("."), Tok::Name(name), Tok::Op("("))
-                if crate::frappe_utils::NAMES.contains(name) =>
+                if crate::frappe::NAMES.contains(name) =>
             {
                 *name
             }
@@ -220,7 +220,7 @@ mod tests {
         );
         assert_eq!(tr("utils.now()"), "utils.now()");
         assert_eq!(tr("utils.today(days=1)"), "utils.today(days=1)");
-        for name in crate::frappe_utils::NAMES {
+        for name in crate::frappe::NAMES {
             assert_eq!(
                 tr(&format!("utils.{name}(doc.a)")),
                 format!("utils.{name}(doc.a)")

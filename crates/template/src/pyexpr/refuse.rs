@@ -305,7 +305,7 @@ impl<'a> Parser<'a> {
     #[inline(never)]
     pub(super) fn bad_util(&self, start: usize, shown: &str) -> PyError {
         let msg = match (self.peek(), self.peek_next()) {
-            (Tok::Op("."), Tok::Name(name)) if crate::frappe_utils::NAMES.contains(name) => {
+            (Tok::Op("."), Tok::Name(name)) if crate::frappe::NAMES.contains(name) => {
                 format!("`{shown}.{name}` must be called, as in `{shown}.{name}(...)`")
             }
             (Tok::Op("."), Tok::Name(name)) => {
