@@ -15,9 +15,11 @@
 //! - [`sandbox`]: the renderer processes templates run in, under limits of
 //!   time and memory the operating system enforces; [`Sandbox`], the
 //!   [`hookfleet_core::render::Renderer`] that uses them.
-//! - [`jinja`]: conditions, body templates and dynamic URLs compiled and
-//!   rendered on one document (inside a renderer process only); a body
-//!   template's values written as JSON for where they land.
+//! - `jinja`: conditions, body templates and dynamic URLs compiled
+//!   ([`Compiled`]) and rendered on one document, inside a renderer process
+//!   only, under [`TEMPLATE_FUEL`] and [`RANGE_LIMIT`].
+//! - `body`: a body template's values written as JSON for where they land
+//!   (the rewrite of its `{{ … }}` by their position in the template's text).
 //! - `pyexpr`: Frappe's Python conditions, checked and written as Jinja, one
 //!   phase per file (lexer, AST, parser, emitter, refusals) and the Python
 //!   operators the translations call at run time.
@@ -25,13 +27,14 @@
 //!   one family per file (argument binding, numbers, money, text, JSON,
 //!   dates, date arithmetic), and the site's time zone ([`set_time_zone`]).
 
+mod body;
 mod frappe;
-pub mod jinja;
+mod jinja;
 mod pyexpr;
 pub mod sandbox;
 
 pub use frappe::{parse_time_zone, set_time_zone};
-pub use jinja::{RANGE_LIMIT, TEMPLATE_FUEL};
+pub use jinja::{Compiled, RANGE_LIMIT, TEMPLATE_FUEL};
 pub use sandbox::{serve_if_renderer, use_program, Sandbox};
 
 /// The settings only a binary that renders has (flattened into its
