@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use hookfleet_core::error::RenderError;
 use hookfleet_core::render::{RenderJob as Job, Templates};
-use hookfleet_template::jinja::Compiled;
 use hookfleet_template::sandbox;
+use hookfleet_template::Compiled;
 
 fn body_template(body: &str) -> Templates {
     Templates {

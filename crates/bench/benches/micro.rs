@@ -15,7 +15,7 @@ use hookfleet_core::sign::{
     frappe_signature, signature_headers, standard_signature, Secret, SigningKeys,
 };
 use hookfleet_core::ssrf::NetworkPolicy;
-use hookfleet_template::jinja::Compiled;
+use hookfleet_template::Compiled;
 
 fn signing(c: &mut Criterion) {
     let body = sample_order().to_string();

@@ -2,21 +2,16 @@
 //! template, compiled and rendered on one document. This code runs only in
 //! the renderer process ([`crate::sandbox`]), where the operating system
 //! bounds its memory and the parent its time; what it produces (a verdict, a
-//! URL, a body) goes back to the parent, which checks it ([`crate::render`]).
+//! URL, a body) goes back to the parent, which checks it
+//! ([`hookfleet_core::render`]).
 //!
 //! Templates see one variable, `doc` (the document as JSON). Inside that
 //! process every render is bounded as well: `TEMPLATE_FUEL` caps the
 //! instructions, `range` yields at most `RANGE_LIMIT` numbers, and output is
 //! cut off as soon as it passes its limit.
 //!
-//! In a body template, what a value becomes depends on where it lands in the
-//! template's own text, never on what the document makes it: inside a JSON
-//! string literal (`"name": "{{ doc.name }}"`, the way Frappe's templates are
-//! written) it is string content (quotes, backslashes and control characters
-//! escaped; a list or an object as its JSON, escaped); anywhere else it is
-//! one JSON value (a string quoted; numbers, booleans, none as `null`, lists
-//! and objects as JSON). So no document value can close a string, add a key,
-//! add an element or change the body's structure.
+//! A body template's values are written as JSON for where they land
+//! ([`crate::body`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,7 +40,7 @@ const URL: &str = "url";
 const CONDITION: &str = "condition";
 
 /// `range` as in Jinja, capped at [`RANGE_LIMIT`] numbers.
-pub fn capped_range(
+fn capped_range(
     lower: i64,
     upper: Option<i64>,
     step: Option<i64>,
@@ -115,202 +110,10 @@ fn capped_slice(
     minijinja::filters::slice(state, value, count, fill_with)
 }
 
-/// The filter the body template's rewrite puts on an interpolation inside a
-/// JSON string: the value as string content.
-const AS_STRING_CONTENT: &str = "hookfleet_json_string_content";
-
-/// The filter it puts on an interpolation anywhere else: the value as a JSON
-/// value.
-const AS_JSON_VALUE: &str = "hookfleet_json_value";
-
-/// Rewrites a body template so that every `{{ … }}` passes through the
-/// filter its position calls for: inside a JSON string literal of the
-/// template's own text, [`AS_STRING_CONTENT`]; elsewhere, [`AS_JSON_VALUE`].
-/// The position is read from the template's text (tags and comments
-/// skipped, `{% raw %}` blocks read as text), so it does not depend on
-/// what a value turns out to be: a document can choose a value's type, never
-/// where it lands.
-fn rewrite_body(src: &str) -> Result<String, RenderError> {
-    if src.contains("hookfleet_json_") {
-        return Err(RenderError::Template(
-            "body template: names beginning hookfleet_json_ are reserved".into(),
-        ));
-    }
-    let unterminated =
-        |what: &str| RenderError::Template(format!("body template: unterminated {what}"));
-    let mut out = String::with_capacity(src.len() + 64);
-    let mut text = JsonTextState::default();
-    let mut i = 0;
-    while i < src.len() {
-        let rest = &src[i..];
-        if let Some(comment) = rest.strip_prefix("{#") {
-            let end = comment.find("#}").ok_or_else(|| unterminated("comment"))? + 4;
-            out.push_str(&rest[..end]);
-            i += end;
-        } else if rest.starts_with("{%") {
-            let end = tag_end(rest, "%}").ok_or_else(|| unterminated("tag"))?;
-            let tag = &rest[..end];
-            out.push_str(tag);
-            i += end;
-            let inner = tag[2..tag.len() - 2]
-                .trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
-            if inner == "raw" {
-                // Text up to the endraw tag, as it will be output.
-                let body = &src[i..];
-                let at = find_endraw(body).ok_or_else(|| unterminated("raw block"))?;
-                text.read(&body[..at.0]);
-                out.push_str(&body[..at.1]);
-                i += at.1;
-            }
-        } else if rest.starts_with("{{") {
-            let end = tag_end(rest, "}}").ok_or_else(|| unterminated("expression"))?;
-            let inner = &rest[2..end - 2];
-            let open = if inner.starts_with(['-', '+']) {
-                &inner[..1]
-            } else {
-                ""
-            };
-            let close = if inner.len() > open.len() && inner.ends_with(['-', '+']) {
-                &inner[inner.len() - 1..]
-            } else {
-                ""
-            };
-            let expr = &inner[open.len()..inner.len() - close.len()];
-            let filter = if text.in_string {
-                AS_STRING_CONTENT
-            } else {
-                AS_JSON_VALUE
-            };
-            out.push_str(&format!("{{{{{open} ({expr})|{filter} {close}}}}}"));
-            i += end;
-        } else {
-            let c = rest.chars().next().expect("not at the end");
-            text.read(&rest[..c.len_utf8()]);
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    Ok(out)
-}
-
-/// Whether the template's own text so far leaves us inside a JSON string.
-#[derive(Default)]
-struct JsonTextState {
-    in_string: bool,
-    escaped: bool,
-}
-
-impl JsonTextState {
-    fn read(&mut self, text: &str) {
-        for c in text.chars() {
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if c == '\\' {
-                    self.escaped = true;
-                } else if c == '"' {
-                    self.in_string = false;
-                }
-            } else if c == '"' {
-                self.in_string = true;
-            }
-        }
-    }
-}
-
-/// The length of the tag starting at `rest` (which begins with its opening
-/// delimiter), up to and including `close`, skipping string literals
-/// inside it.
-fn tag_end(rest: &str, close: &str) -> Option<usize> {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    let mut i = 2;
-    while i < rest.len() {
-        let c = rest[i..].chars().next()?;
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None if c == '"' || c == '\'' => quote = Some(c),
-            None if rest[i..].starts_with(close) => return Some(i + close.len()),
-            None => {}
-        }
-        i += c.len_utf8();
-    }
-    None
-}
-
-/// Where the content of a raw block (starting at `body`) ends, and where
-/// its endraw tag ends.
-fn find_endraw(body: &str) -> Option<(usize, usize)> {
-    let mut from = 0;
-    while let Some(at) = body[from..].find("{%") {
-        let start = from + at;
-        let end = start + tag_end(&body[start..], "%}")?;
-        let inner = body[start + 2..end - 2]
-            .trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
-        if inner == "endraw" {
-            return Some((start, end));
-        }
-        from = end;
-    }
-    None
-}
-
-fn safe(text: String) -> JinjaValue {
-    JinjaValue::from_safe_string(text)
-}
-
-fn json_error(e: serde_json::Error) -> minijinja::Error {
-    minijinja::Error::new(
-        minijinja::ErrorKind::InvalidOperation,
-        format!("value cannot be written as JSON: {e}"),
-    )
-}
-
-/// A value where a JSON value goes: a string quoted, a number, boolean,
-/// none (`null`), list or object as JSON; text marked safe (`|safe`,
-/// `|tojson`) as it is if it is one JSON value, else quoted. Undefined is
-/// `null` on a sample document, else nothing (and the body is not JSON).
-fn as_json_value(value: &JinjaValue, lenient: bool) -> Result<JinjaValue, minijinja::Error> {
-    use minijinja::value::ValueKind;
-    if value.is_safe() {
-        let text = value.as_str().unwrap_or_default();
-        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-            return Ok(safe(text.to_string()));
-        }
-        return Ok(safe(serde_json::to_string(text).map_err(json_error)?));
-    }
-    Ok(safe(match value.kind() {
-        ValueKind::Undefined if lenient => "null".into(),
-        ValueKind::Undefined => String::new(),
-        _ => serde_json::to_string(value).map_err(json_error)?,
-    }))
-}
-
-/// A value inside a JSON string: its text (a string's own, anything else's
-/// JSON) escaped as string content. None and undefined are empty.
-fn as_string_content(value: &JinjaValue) -> Result<JinjaValue, minijinja::Error> {
-    use minijinja::value::ValueKind;
-    let text = match value.kind() {
-        ValueKind::Undefined | ValueKind::None => String::new(),
-        ValueKind::String => value.as_str().unwrap_or_default().to_string(),
-        _ => serde_json::to_string(value).map_err(json_error)?,
-    };
-    let quoted = serde_json::to_string(&text).map_err(json_error)?;
-    Ok(safe(quoted[1..quoted.len() - 1].to_string()))
-}
-
 /// Writes a value into a template's output. In a body template every
-/// interpolation has passed through one of the JSON filters above, so only
-/// their (safe) output is written; anything else is refused rather than
-/// written unescaped.
+/// interpolation has passed through one of the JSON filters of
+/// [`crate::body`], so only their (safe) output is written; anything else is
+/// refused rather than written unescaped.
 fn formatter(
     out: &mut minijinja::Output,
     state: &minijinja::State,
@@ -336,14 +139,11 @@ fn environment(lenient: bool) -> Environment<'static> {
     env.add_function("range", capped_range);
     env.add_filter("batch", capped_batch);
     env.add_filter("slice", capped_slice);
-    env.add_filter(AS_JSON_VALUE, move |v: JinjaValue| {
-        as_json_value(&v, lenient)
-    });
-    env.add_filter(AS_STRING_CONTENT, |v: JinjaValue| as_string_content(&v));
+    crate::body::install(&mut env, lenient);
     env.set_formatter(move |out, state, value| formatter(out, state, value, lenient));
     // Frappe's context: the `utils` and `frappe.utils` globals, its filters
     // (`json`, `len`, `int`, `str`, `flt`) and Python's str and dict methods.
-    crate::frappe_utils::install(&mut env);
+    crate::frappe::install(&mut env);
     crate::pyexpr::install(&mut env);
     if lenient {
         // On a sample document a missing field is undefined: a method
@@ -462,7 +262,7 @@ impl Compiled {
             // rewrite's pre-scan sees it.
             env.template_from_str(body)
                 .map_err(template_error("body template"))?;
-            env.add_template_owned(BODY, rewrite_body(body)?)
+            env.add_template_owned(BODY, crate::body::rewrite_body(body)?)
                 .map_err(template_error("body template"))?;
         }
         if let Some(url) = &t.url {
@@ -558,7 +358,7 @@ impl Compiled {
 /// compiles each webhook's templates once. Bounded by the bytes of the
 /// sources kept: past [`Self::CAPACITY_BYTES`] it starts afresh.
 #[derive(Default)]
-pub struct CompiledCache {
+pub(crate) struct CompiledCache {
     entries: HashMap<Templates, Arc<Result<Compiled, RenderError>>>,
     bytes: usize,
 }
@@ -566,9 +366,10 @@ pub struct CompiledCache {
 impl CompiledCache {
     /// Template source bytes kept compiled at once: a few thousand ordinary
     /// webhooks, and far below the renderer's memory.
-    pub const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
+    const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 
-    pub fn get(&mut self, t: &Templates) -> Arc<Result<Compiled, RenderError>> {
+    /// `t` compiled, compiling it the first time it is seen.
+    pub(crate) fn get(&mut self, t: &Templates) -> Arc<Result<Compiled, RenderError>> {
         if let Some(c) = self.entries.get(t) {
             return c.clone();
         }
@@ -587,19 +388,6 @@ impl CompiledCache {
 mod tests {
     use super::*;
 
-    fn body(template: &str, doc: Value) -> Result<String, RenderError> {
-        let t = Templates {
-            condition: None,
-            body: Some(template.into()),
-            url: None,
-            lenient: false,
-        };
-        Ok(Compiled::compile(&t)?
-            .render_all(&doc)?
-            .body
-            .unwrap_or_default())
-    }
-
     #[test]
     fn range_is_capped_and_counts_like_jinja() {
         assert_eq!(capped_range(3, None, None).unwrap().len(), Some(3));
@@ -613,78 +401,5 @@ mod tests {
         );
         assert!(capped_range(0, Some(RANGE_LIMIT as i64 + 1), None).is_err());
         assert!(capped_range(0, Some(5), Some(0)).is_err());
-    }
-
-    #[test]
-    fn a_document_string_cannot_add_keys_to_a_json_body() {
-        let template = r#"{"customer": "{{ doc.customer }}", "total": {{ doc.total }}}"#;
-        let evil = r#"ACME", "refund_to": "attacker", "total": "0"#;
-        let out = body(
-            template,
-            serde_json::json!({"customer": evil, "total": 12.5}),
-        )
-        .unwrap();
-        let parsed: serde_json::Map<String, Value> = serde_json::from_str(&out).unwrap();
-        assert_eq!(parsed.len(), 2, "{out}");
-        assert_eq!(parsed["customer"], evil);
-        assert_eq!(parsed["total"], 12.5);
-    }
-
-    #[test]
-    fn a_document_value_of_another_type_cannot_change_the_structure_either() {
-        let parse = |t: &str, doc: Value| -> Value {
-            serde_json::from_str(&body(t, doc).unwrap()).expect("JSON")
-        };
-        // A list where a string was quoted: it stays one string.
-        let out = parse(
-            r#"{"customer": "{{ doc.customer }}", "total": {{ doc.total }}}"#,
-            serde_json::json!({"customer": [",", ": 100, ", ":"], "total": 12.5}),
-        );
-        assert_eq!(out.as_object().unwrap().len(), 2, "{out}");
-        assert_eq!(out["customer"], r#"[",",": 100, ",":"]"#);
-        // An object where a string was quoted.
-        let out = parse(
-            r#"{"x": "{{ doc.obj }}"}"#,
-            serde_json::json!({"obj": {",": ":"}}),
-        );
-        assert_eq!(out, serde_json::json!({"x": r#"{",":":"}"#}));
-        // A string where a number or a list element stood bare: quoted.
-        let out = parse(
-            r#"{"a": [{{ doc.a }}, {{ doc.b }}], "t": {{ doc.t }}}"#,
-            serde_json::json!({"a": "1, 2, 3", "b": 4, "t": "{}"}),
-        );
-        assert_eq!(out, serde_json::json!({"a": ["1, 2, 3", 4], "t": "{}"}));
-        // Text marked safe stands bare only if it is one JSON value.
-        let out = parse(
-            r#"{"a": {{ doc.a|safe }}, "b": {{ doc.b|safe }}}"#,
-            serde_json::json!({"a": "1, \"k\": 2", "b": "[1, 2]"}),
-        );
-        assert_eq!(out, serde_json::json!({"a": "1, \"k\": 2", "b": [1, 2]}));
-    }
-
-    #[test]
-    fn the_position_is_read_from_the_templates_own_text() {
-        let t = r#"{# "a comment with a quote #}{"q": "a \" {{ doc.v }}", {% raw %}"r": "{{ not rendered }}",{% endraw %} "k": {{ doc.v }}, "s": '{{ doc.v }}'}"#;
-        let out = body(t, serde_json::json!({"v": "x"})).unwrap();
-        assert_eq!(
-            out,
-            r#"{"q": "a \" x", "r": "{{ not rendered }}", "k": "x", "s": '"x"'}"#
-        );
-        assert!(body(
-            r#"{"a": {{ doc.v|hookfleet_json_value }}}"#,
-            serde_json::json!({})
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn lists_and_objects_are_written_as_json() {
-        let out = body(
-            r#"{"items": {{ doc.items }}}"#,
-            serde_json::json!({"items": [{"code": "A\"1", "qty": 2}]}),
-        )
-        .unwrap();
-        let parsed: Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(parsed["items"][0]["code"], "A\"1");
     }
 }

@@ -18,21 +18,27 @@
 //! - `confine`: what a renderer gives up before its first template (its
 //!   inherited descriptors, new privileges, every system call rendering
 //!   does not need).
-//! - [`jinja`]: conditions, body templates and dynamic URLs compiled and
-//!   rendered on one document (inside a renderer process only); a body
-//!   template's values written as JSON for where they land.
-//! - [`pyexpr`]: Frappe's Python conditions, checked and written as Jinja.
-//! - [`frappe_utils`]: Frappe's `utils`, filters and Python methods for
-//!   templates, and the site's time zone.
+//! - `jinja`: conditions, body templates and dynamic URLs compiled
+//!   ([`Compiled`]) and rendered on one document, inside a renderer process
+//!   only, under [`TEMPLATE_FUEL`] and [`RANGE_LIMIT`].
+//! - `body`: a body template's values written as JSON for where they land
+//!   (the rewrite of its `{{ … }}` by their position in the template's text).
+//! - `pyexpr`: Frappe's Python conditions, checked and written as Jinja, one
+//!   phase per file (lexer, AST, parser, emitter, refusals) and the Python
+//!   operators the translations call at run time.
+//! - `frappe`: Frappe's `utils`, filters and Python methods for templates,
+//!   one family per file (argument binding, numbers, money, text, JSON,
+//!   dates, date arithmetic), and the site's time zone ([`set_time_zone`]).
 
+mod body;
 mod confine;
-pub mod frappe_utils;
-pub mod jinja;
-pub mod pyexpr;
+mod frappe;
+mod jinja;
+mod pyexpr;
 pub mod sandbox;
 
-pub use frappe_utils::{parse_time_zone, set_time_zone};
-pub use jinja::{RANGE_LIMIT, TEMPLATE_FUEL};
+pub use frappe::{parse_time_zone, set_time_zone};
+pub use jinja::{Compiled, RANGE_LIMIT, TEMPLATE_FUEL};
 pub use sandbox::{serve_if_renderer, use_program, Sandbox};
 
 /// The settings only a binary that renders has (flattened into its

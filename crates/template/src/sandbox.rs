@@ -227,8 +227,8 @@ impl Process {
             .env("MALLOC_ARENA_MAX", "1")
             // The site's time zone, for `utils.now()` and its kin.
             .env(
-                crate::frappe_utils::TIME_ZONE_ENV,
-                crate::frappe_utils::time_zone().name(),
+                crate::frappe::TIME_ZONE_ENV,
+                crate::frappe::time_zone().name(),
             )
             // Its own process group: a Ctrl-C meant for the parent does not
             // kill a render in progress (the parent closes the pipe instead).
@@ -645,11 +645,11 @@ fn serve() -> std::process::ExitCode {
         TEMPLATE_MEMORY_LIMIT,
     );
     let _ = rlimit::setrlimit(rlimit::Resource::CORE, 0, 0);
-    if let Some(zone) = std::env::var(crate::frappe_utils::TIME_ZONE_ENV)
+    if let Some(zone) = std::env::var(crate::frappe::TIME_ZONE_ENV)
         .ok()
-        .and_then(|z| crate::frappe_utils::parse_time_zone(&z).ok())
+        .and_then(|z| crate::frappe::parse_time_zone(&z).ok())
     {
-        crate::frappe_utils::set_time_zone(zone);
+        crate::frappe::set_time_zone(zone);
     }
     crate::confine::close_inherited_descriptors();
     // A render running far past its limit means the parent has gone (it
