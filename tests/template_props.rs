@@ -121,9 +121,11 @@ fn demanding() -> impl Strategy<Value = String> {
     ]
 }
 
-/// The longest one render may take as the parent sees it: the limit, and a
-/// renderer to start.
-const RENDER_BOUND: Duration = Duration::from_secs(4);
+/// The longest one render may take as the parent sees it: the wall-clock
+/// limit that stops a render however little CPU it got, and generous room
+/// for a renderer to start on a busy machine. (The CPU limit is what stops
+/// these on an idle one, in about a second.)
+const RENDER_BOUND: Duration = Duration::from_secs(sandbox::TEMPLATE_WALL_LIMIT.as_secs() + 20);
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
@@ -146,6 +148,9 @@ proptest! {
             | Err(RenderError::BodyTooLarge { .. })
             | Err(RenderError::OutOfFuel { .. })
             | Err(RenderError::Template(_)) => {}
+            // A machine so busy that the render did not get its second of
+            // CPU within the wall-clock limit: stopped all the same.
+            Err(RenderError::Renderer(reason)) if reason.contains("overloaded") => {}
             Err(other) => prop_assert!(false, "{}: {:?}", template, other),
         }
         // The renderers go on rendering.
