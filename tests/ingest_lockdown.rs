@@ -241,3 +241,65 @@ fn an_unavailable_database_is_answered_generically() {
         assert!(!body.contains(leak), "the answer leaks {leak:?}: {body}");
     }
 }
+
+#[test]
+fn a_token_too_repetitive_to_be_worth_guessing_is_refused() {
+    let env = TestEnv::new();
+    let listen = format!("0.0.0.0:{}", free_port());
+    let out = run_within(
+        serve_command(&env, &listen, &["--token", "abababababababababab"]),
+        Duration::from_secs(20),
+        "serve with a repetitive token",
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(out.stderr.contains("too repetitive"), "{out}");
+}
+
+#[test]
+fn a_client_that_guesses_tokens_is_refused_even_the_right_one_for_a_while() {
+    let env = TestEnv::new();
+    let token = "T0KEN-0123456789abcdef";
+    let ingest = IngestProcess::start(&env, &["--token", token]);
+    let event = json!({"entity_type": ENTITY, "event": "on_submit", "name": "SO-1"}).to_string();
+    for i in 0..hookfleet_core::http::GUESS_BUDGET {
+        let (code, body) = ingest.post(
+            "/v1/events",
+            &event,
+            &[&format!("Authorization: Bearer guess-{i:02}-0123456789")],
+        );
+        assert_eq!(code, 401, "guess {i}: {body}");
+    }
+    // Over its budget: refused before its token is looked at, so a right
+    // guess now would teach it nothing.
+    let right = format!("Authorization: Bearer {token}");
+    let (code, body) = ingest.post("/v1/events", &event, &[&right]);
+    assert_eq!(code, 429, "{body}");
+    assert!(env.rows().is_empty(), "nothing recorded");
+}
+
+#[test]
+fn one_client_holds_at_most_a_quarter_of_the_ingests_connections() {
+    let env = TestEnv::new();
+    // A header timeout far longer than the test waits: only the cap can
+    // close a connection here.
+    let ingest = IngestProcess::start(
+        &env,
+        &["--max-connections", "8", "--header-read-timeout", "300s"],
+    );
+    let addr = ingest.base.trim_start_matches("http://").to_string();
+    // Two idle connections are this client's share of eight; a third is
+    // closed as it comes.
+    let _share: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    let mut third = TcpStream::connect(&addr).expect("connect");
+    third
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut buf = [0u8; 16];
+    match third.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("a third connection was held: {other:?}"),
+    }
+}

@@ -158,8 +158,18 @@ async fn the_sweeper_loop_reports_the_backlog_queues_and_its_ticks() {
     }
     env.make_all_due();
     let (mut sweeper, base) = start_with_metrics(&env, "hookfleet-sweeper", &["--interval", "1s"]);
-    let text = blocking_until_metric(&base, "hookfleet_sweeper_tick_seconds_count");
-    assert_eq!(sample(&text, "hookfleet_due_backlog "), Some(3.0), "{text}");
+    // The histogram is exported (count 0) before the first tick ends, and
+    // the backlog is read after the tick: wait for both.
+    let mut text = String::new();
+    until_blocking(
+        PATIENCE,
+        "a sweeper tick and its backlog in /metrics",
+        || {
+            text = get(&base, "/metrics").1;
+            sample(&text, "hookfleet_sweeper_tick_seconds_count").is_some_and(|n| n >= 1.0)
+                && sample(&text, "hookfleet_due_backlog ") == Some(3.0)
+        },
+    );
     assert!(
         sample(&text, "hookfleet_oldest_due_age_seconds ").is_some_and(|a| a > 0.0),
         "{text}"

@@ -52,6 +52,11 @@ pub use hookfleet_core::http::MIN_TOKEN_LEN;
 /// Connections served at once: people and scripts, not a fleet.
 pub const MAX_CONNECTIONS: usize = 128;
 
+/// Connections one client (an address, an IPv6 /64; a proxy in front
+/// counts as one) is served at once: a quarter, so no one client, with a
+/// token or without, can take the console from everyone else.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = MAX_CONNECTIONS / 4;
+
 /// How long a caller has to send a request's headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -368,6 +373,7 @@ pub async fn serve(
     on_listen(local);
     let limits = ServeLimits {
         max_connections: MAX_CONNECTIONS,
+        max_per_client: MAX_CONNECTIONS_PER_CLIENT,
         header_read_timeout: HEADER_READ_TIMEOUT,
         shutdown_wait: SHUTDOWN_WAIT,
     };

@@ -611,6 +611,8 @@ pub fn probe_routes(probe: Probe, detailed: bool) -> Router {
 /// the process's file descriptors (which its deliveries need).
 pub const METRICS_LIMITS: ServeLimits = ServeLimits {
     max_connections: 16,
+    // A scraper, a kubelet's probes and a person each need one or two.
+    max_per_client: 8,
     // A scraper sends its request at once; Prometheus's own scrape timeout
     // defaults to 10 s.
     header_read_timeout: Duration::from_secs(5),

@@ -8,7 +8,9 @@
 //! it is locked down: it refuses to start on a non-loopback address without
 //! a non-empty token; a caller gets [`HEADER_READ_TIMEOUT`] to send its
 //! headers and [`BODY_READ_TIMEOUT`] its body; at most [`MAX_CONNECTIONS`]
-//! connections are served (more wait in the kernel's backlog); requests in
+//! connections are served (more wait in the kernel's backlog), a quarter of
+//! them to any one client; a client that sends [`hookfleet_core::http::GUESS_BUDGET`] wrong tokens
+//! in a minute is refused (429) for the rest of it; requests in
 //! progress share a memory budget ([`MEMORY_BUDGET_MIB`]), each reserving
 //! what it may need before its body is read; a body is counted (bytes, JSON
 //! values) before it is parsed, and a batch is split into raw events first;
@@ -16,6 +18,7 @@
 //!
 //! Status codes: 202 recorded (and queued, or to be swept); 400 the event is
 //! refused; 401 a token is configured and was not given; 413 too large;
+//! 429 too many wrong tokens from this client;
 //! 422 a workflow_transition request could not be built (recorded Exhausted);
 //! 502 a workflow_transition delivery failed (recorded Exhausted); the body of
 //! both is the report; 500 a workflow_transition was sent but its outcome
@@ -37,7 +40,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
-use hookfleet_core::http::{bearer, same_secret, Exposure, ServeLimits};
+use hookfleet_core::http::{bearer, same_secret, Exposure, Guesses, Peer, ServeLimits};
 
 use crate::emit::{Batch, EmitError, Event, Producer, MAX_DOCUMENT_BYTES};
 
@@ -108,6 +111,8 @@ impl Default for IngestLimits {
 struct Ingest {
     producer: Arc<Producer>,
     token: Option<String>,
+    /// Wrong tokens per client.
+    guesses: Guesses,
     /// [`MEMORY_BUDGET_MIB`] permits, one per MiB.
     memory: Semaphore,
     body_read_timeout: Duration,
@@ -296,7 +301,26 @@ async fn require_token(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if ingest.token.is_none() {
+        return next.run(request).await;
+    }
+    let peer = request.extensions().get::<Peer>().map(|p| p.0.ip());
+    if let Some(wait) = peer.and_then(|p| ingest.guesses.refused(p)) {
+        let mut refused = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many wrong tokens from this address; try again later",
+        );
+        if let Ok(v) = axum::http::HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            refused
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, v);
+        }
+        return refused;
+    }
     if !authorised(&ingest, request.headers()) {
+        if let Some(p) = peer {
+            ingest.guesses.wrong(p);
+        }
         return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     next.run(request).await
@@ -418,6 +442,7 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
     let ingest = Arc::new(Ingest {
         producer,
         token,
+        guesses: Guesses::default(),
         memory: Semaphore::new(MEMORY_BUDGET_MIB as usize),
         body_read_timeout: limits.body_read_timeout,
     });
@@ -454,6 +479,7 @@ pub async fn serve(
     let app = router(producer, token, limits);
     let serve_limits = ServeLimits {
         max_connections: limits.max_connections,
+        max_per_client: (limits.max_connections / 4).max(1),
         header_read_timeout: limits.header_read_timeout,
         shutdown_wait: SHUTDOWN_WAIT,
     };

@@ -67,7 +67,8 @@ enum Command {
         #[arg(long, env = "HOOKFLEET_INGEST_BODY_READ_TIMEOUT", default_value = "30s",
               value_parser = parse_duration)]
         body_read_timeout: Duration,
-        /// Connections served at once (more wait in the kernel's backlog).
+        /// Connections served at once (more wait in the kernel's backlog);
+        /// one client (an address, an IPv6 /64) is served a quarter of them.
         #[arg(long, env = "HOOKFLEET_INGEST_MAX_CONNECTIONS", default_value_t = hookfleet_producer::ingest::MAX_CONNECTIONS as u64,
               value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_connections: u64,
