@@ -303,3 +303,20 @@ fn one_client_holds_at_most_a_quarter_of_the_ingests_connections() {
         other => panic!("a third connection was held: {other:?}"),
     }
 }
+
+#[test]
+fn the_token_can_come_from_a_file_kept_out_of_ps_and_the_environment() {
+    let env = TestEnv::new();
+    let token = "T0KEN-from-a-file-0123456789";
+    let file = TempFile::new(format!("{token}\n"));
+    let ingest = IngestProcess::start(&env, &["--token-file", file.path()]);
+    let event = json!({"entity_type": ENTITY, "event": "on_submit", "name": "SO-1"}).to_string();
+    let (code, _) = ingest.post("/v1/events", &event, &[]);
+    assert_eq!(code, 401, "the file's token is required");
+    let (code, body) = ingest.post(
+        "/v1/events",
+        &event,
+        &[&format!("Authorization: Bearer {token}")],
+    );
+    assert_eq!(code, 202, "{body}");
+}

@@ -59,6 +59,10 @@ enum Command {
         /// Required on any address but loopback; never empty.
         #[arg(long, env = "HOOKFLEET_INGEST_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// A file holding the token (when --token is not given): kept out of
+        /// `ps` and the environment.
+        #[arg(long, env = "HOOKFLEET_INGEST_TOKEN_FILE", value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
         /// How long a caller has to send a request's headers.
         #[arg(long, env = "HOOKFLEET_INGEST_HEADER_READ_TIMEOUT", default_value = "10s",
               value_parser = parse_duration)]
@@ -253,11 +257,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             listen,
             token,
+            token_file,
             header_read_timeout,
             body_read_timeout,
             max_connections,
             metrics,
         } => {
+            let token = hookfleet_settings::secret_or_file(
+                token.as_deref(),
+                token_file.as_deref(),
+                "the ingest token file",
+            )?;
             let shutdown = Shutdown::new();
             shutdown.listen_for_signals();
             let stop = shutdown.clone();

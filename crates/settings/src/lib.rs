@@ -130,21 +130,12 @@ impl Settings {
     /// The keyring these settings describe (never logged: keys print as
     /// their ids only).
     pub fn keyring(&self) -> Result<Keyring, ConfigError> {
-        let current = match (&self.secret_key, &self.secret_key_file) {
-            (Some(k), _) if !k.trim().is_empty() => Some(k.trim().to_string()),
-            (_, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| {
-                        ConfigError(format!(
-                            "cannot read the secret key file {}: {e}",
-                            path.display()
-                        ))
-                    })?
-                    .trim()
-                    .to_string(),
-            ),
-            _ => None,
-        };
+        let current = secret_or_file(
+            self.secret_key.as_deref(),
+            self.secret_key_file.as_deref(),
+            "the secret key file",
+        )?
+        .filter(|k| !k.trim().is_empty());
         let old: Vec<&str> = self
             .secret_key_old
             .iter()
@@ -184,6 +175,25 @@ impl Settings {
         }
         at_rest::install(ring);
         Ok(())
+    }
+}
+
+/// A secret given as a value (a flag or its variable) or as a file that
+/// holds it (`…_FILE`, which keeps it out of `ps` and the environment):
+/// the value when it is set and not blank, else the file's content,
+/// trimmed. The error names the file, never its content.
+pub fn secret_or_file(
+    value: Option<&str>,
+    file: Option<&std::path::Path>,
+    what: &str,
+) -> Result<Option<String>, ConfigError> {
+    match (value, file) {
+        (Some(v), _) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
+        (_, Some(path)) => std::fs::read_to_string(path)
+            .map(|text| Some(text.trim().to_string()))
+            .map_err(|e| ConfigError(format!("cannot read {what} {}: {e}", path.display()))),
+        (Some(v), None) => Ok(Some(v.to_string())),
+        (None, None) => Ok(None),
     }
 }
 
