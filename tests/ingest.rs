@@ -49,6 +49,27 @@ fn the_ingest_accepts_a_valid_event_and_refuses_malformed_ones_with_400() {
         assert_eq!(code, 400, "{what}: {answer}");
         assert!(answer.contains("error"), "{what}: {answer}");
     }
+    // Invalid UTF-8 is refused by the single-event endpoint as by the
+    // batch one, never repaired into another document.
+    let invalid = [
+        br#"{"entity_type": "Sales Order", "event": "on_submit", "name": "SO-3", "doc": {"x": ""#
+            .as_slice(),
+        &[0xff],
+        br#""}}"#,
+    ]
+    .concat();
+    for (what, path, body) in [
+        ("one", "/v1/events", invalid.clone()),
+        (
+            "batch",
+            "/v1/events/batch",
+            [b"[".as_slice(), &invalid, b"]"].concat(),
+        ),
+    ] {
+        let (code, answer) = ingest.post(path, body, &[]);
+        assert_eq!(code, 400, "{what}: {answer}");
+        assert!(answer.contains("error"), "{what}: {answer}");
+    }
     assert_eq!(env.rows().len(), 1, "a refused event was recorded");
 }
 

@@ -344,14 +344,18 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let text = String::from_utf8_lossy(&body);
-    if count_values(&text) > MAX_DOCUMENT_VALUES {
+    // Refused, not repaired: the batch endpoint refuses invalid UTF-8 too,
+    // and a document replaced character by character is not the one sent.
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return error(StatusCode::BAD_REQUEST, "the event is not valid UTF-8");
+    };
+    if count_values(text) > MAX_DOCUMENT_VALUES {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the event holds more than {MAX_DOCUMENT_VALUES} JSON values"),
         );
     }
-    let event: Event = match serde_json::from_str(&text) {
+    let event: Event = match serde_json::from_str(text) {
         Ok(e) => e,
         Err(e) => {
             return error(
