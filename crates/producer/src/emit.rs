@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver;
 use hookfleet_core::error::{Refusal, RenderError, StoreError};
@@ -741,30 +741,41 @@ impl Producer {
     /// ("interrupted"), so the outcome must not be lost silently before.
     async fn record_transition(&self, outcome: attempt::Outcome) -> Result<(), StoreError> {
         let deadline = std::time::Instant::now() + LEASE_MARGIN;
-        let mut backoff = Backoff::new();
-        let mut plain = false;
-        loop {
+        let plain = std::sync::atomic::AtomicBool::new(false);
+        let write = |plain: bool| {
             let (one, identity) = (outcome.clone(), self.identity.clone());
-            let result = self
-                .store
-                .run(move |c| {
-                    if plain {
-                        deliveries::record_plain(c, &one, &identity)
-                    } else {
-                        deliveries::record(c, std::slice::from_ref(&one), &identity)
-                    }
-                })
-                .await;
-            match result {
-                Ok(updated) if updated.contains(&outcome.log_id) => return Ok(()),
-                // Given up (claimed or replayed) while the attempt was out.
-                Ok(_) => return Err(StoreError::Refused(Refusal::Fenced(outcome.log_id))),
-                Err(StoreError::Rejected(_)) if !plain => plain = true,
-                Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(backoff.next_wait()).await;
+            self.store.run(move |c| {
+                if plain {
+                    deliveries::record_plain(c, &one, &identity)
+                } else {
+                    deliveries::record(c, std::slice::from_ref(&one), &identity)
                 }
-                Err(e) => return Err(e),
-            }
+            })
+        };
+        // No shutdown ends it: the caller waits for this answer, and the
+        // deadline bounds the wait.
+        let written = retry_until_stopped(
+            std::future::pending(),
+            |_, _| {},
+            || async {
+                let mut result = write(plain.load(std::sync::atomic::Ordering::Relaxed)).await;
+                if let Err(StoreError::Rejected(_)) = result {
+                    if !plain.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        result = write(true).await;
+                    }
+                }
+                match result {
+                    Err(e) if e.is_transient() && std::time::Instant::now() < deadline => Err(e),
+                    done => Ok(done),
+                }
+            },
+        )
+        .await;
+        match written.and_then(|done| done) {
+            Ok(updated) if updated.contains(&outcome.log_id) => Ok(()),
+            // Given up (claimed or replayed) while the attempt was out.
+            Ok(_) => Err(StoreError::Refused(Refusal::Fenced(outcome.log_id))),
+            Err(e) => Err(e),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::queue::{Conn, RedisQueue};
 
 use crate::start::Starter;
@@ -110,7 +110,6 @@ impl Fetcher {
     /// the starter by then; it holds its slot until it is recorded.
     pub async fn run(&mut self) {
         let shutdown = self.starter.config.shutdown.clone();
-        let mut backoff = Backoff::new();
         while !shutdown.is_requested() {
             let first = tokio::select! {
                 permit = self.slots.clone().acquire_owned() => match permit {
@@ -126,45 +125,51 @@ impl Fetcher {
                     Err(_) => break,
                 }
             }
-            self.starter.limits.refresh(&self.starter.store).await;
-            match self.take(permits.len()).await {
-                Ok(taken) => {
-                    backoff.reset();
-                    // Held from here on, before any orphan check looks.
-                    let units: Vec<UnitOfWork> = taken
-                        .into_iter()
-                        .zip(permits)
-                        .map(|((queue, processing, raw), permit)| {
-                            UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
-                        })
-                        .collect();
-                    if tokio::time::Instant::now() >= self.orphan_check_at {
-                        self.return_orphans().await;
-                    }
-                    if units.is_empty() {
-                        continue;
-                    }
-                    let ready = self.reserve(units).await;
-                    if ready.is_empty() {
-                        continue;
-                    }
-                    // Claims are bounded inside the starter; the loop goes on
-                    // taking (and notices a shutdown) meanwhile.
-                    let starter = self.starter.clone();
-                    tokio::spawn(async move { starter.claim_and_start(ready).await });
-                }
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
-                    self.blocking = None;
-                    self.suspect_orphans();
-                    drop(permits);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.requested(1) => return,
-                    }
-                }
+            let want = permits.len();
+            let taken = {
+                // Each try borrows the fetcher mutably; the lock lends it to
+                // one try at a time (it is never contended).
+                let lent = tokio::sync::Mutex::new(&mut *self);
+                retry_until_stopped(
+                    shutdown.requested(1),
+                    |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting"),
+                    || async {
+                        let mut this = lent.lock().await;
+                        this.starter.limits.refresh(&this.starter.store).await;
+                        let taken = this.take(want).await;
+                        if taken.is_err() {
+                            this.blocking = None;
+                            this.suspect_orphans();
+                        }
+                        taken
+                    },
+                )
+                .await
+            };
+            // Told to stop while Redis was away: nothing was taken.
+            let Ok(taken) = taken else { return };
+            // Held from here on, before any orphan check looks.
+            let units: Vec<UnitOfWork> = taken
+                .into_iter()
+                .zip(permits)
+                .map(|((queue, processing, raw), permit)| {
+                    UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
+                })
+                .collect();
+            if tokio::time::Instant::now() >= self.orphan_check_at {
+                self.return_orphans().await;
             }
+            if units.is_empty() {
+                continue;
+            }
+            let ready = self.reserve(units).await;
+            if ready.is_empty() {
+                continue;
+            }
+            // Claims are bounded inside the starter; the loop goes on
+            // taking (and notices a shutdown) meanwhile.
+            let starter = self.starter.clone();
+            tokio::spawn(async move { starter.claim_and_start(ready).await });
         }
     }
 

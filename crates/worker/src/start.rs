@@ -6,12 +6,13 @@
 //! does not wait for them).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{self, Claim};
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::deliver;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
@@ -43,6 +44,16 @@ pub const CLAIMS_IN_FLIGHT: usize = 2;
 /// split (or, for one row, given up): a deadlock or a statement timeout
 /// passes; a row that cannot be claimed does not.
 pub const CLAIM_REFUSALS: u32 = 3;
+
+/// How a claim statement ended, short of a failure worth retrying.
+enum Claimed {
+    Batch(ClaimBatch),
+    /// Refused [`CLAIM_REFUSALS`] times: the database will not claim these
+    /// rows together.
+    Refused(StoreError),
+    /// The claim permits are gone (the starter is going away).
+    Closed,
+}
 
 /// What claiming and starting needs; shared by the fetch loop and the claim
 /// tasks it spawns.
@@ -186,27 +197,22 @@ impl Starter {
             HashMap::new()
         } else {
             let unnamed = Arc::new(unnamed);
-            let mut backoff = Backoff::new();
-            loop {
-                let ids = unnamed.clone();
-                match self
-                    .store
-                    .run(move |c| deliveries::webhooks_of(c, &ids))
-                    .await
-                {
-                    Ok(found) => break found.into_iter().collect(),
-                    Err(e) => {
-                        let wait = backoff.next_wait();
-                        tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
-                            "cannot look up the webhooks of jobs that do not name theirs; holding them");
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            // Left in the processing list: the drain puts
-                            // them back.
-                            _ = self.config.shutdown.requested(1) => return Vec::new(),
-                        }
-                    }
-                }
+            let found = retry_until_stopped(
+                self.config.shutdown.requested(1),
+                |e, wait| {
+                    tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
+                    "cannot look up the webhooks of jobs that do not name theirs; holding them")
+                },
+                || {
+                    let ids = unnamed.clone();
+                    self.store.run(move |c| deliveries::webhooks_of(c, &ids))
+                },
+            )
+            .await;
+            match found {
+                Ok(found) => found.into_iter().collect(),
+                // Left in the processing list: the drain puts them back.
+                Err(_) => return Vec::new(),
             }
         };
         let mut ready = Vec::with_capacity(units.len());
@@ -270,33 +276,42 @@ impl Starter {
     async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
         let ids = Arc::new(ids);
         let lease_margin = self.config.lease_margin;
-        let mut backoff = Backoff::new();
-        let mut refusals = 0;
-        loop {
-            let batch_ids = ids.clone();
-            let result = {
-                let _permit = self.claims.acquire().await.ok()?;
-                self.store
-                    .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
-                    .await
-            };
-            let e = match result {
-                Ok(batch) => return Some(batch),
-                Err(e) => e,
-            };
-            if let StoreError::Rejected(_) = e {
-                refusals += 1;
-                if refusals >= CLAIM_REFUSALS {
-                    return self.claim_one_by_one(&ids, &e).await;
+        let refusals = AtomicU32::new(0);
+        let claimed = retry_until_stopped(
+            self.config.shutdown.requested(1),
+            |e, wait| {
+                tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
+                "cannot claim rows; holding the jobs and retrying")
+            },
+            || async {
+                let batch_ids = ids.clone();
+                let result = {
+                    // Held for the statement only, never across a wait.
+                    let Ok(_permit) = self.claims.acquire().await else {
+                        return Ok(Claimed::Closed);
+                    };
+                    self.store
+                        .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
+                        .await
+                };
+                match result {
+                    Ok(batch) => Ok(Claimed::Batch(batch)),
+                    Err(e @ StoreError::Rejected(_)) => {
+                        if refusals.fetch_add(1, Ordering::Relaxed) + 1 >= CLAIM_REFUSALS {
+                            Ok(Claimed::Refused(e))
+                        } else {
+                            Err(e)
+                        }
+                    }
+                    Err(e) => Err(e),
                 }
-            }
-            let wait = backoff.next_wait();
-            tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
-                "cannot claim rows; holding the jobs and retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.config.shutdown.requested(1) => return None,
-            }
+            },
+        )
+        .await;
+        match claimed.ok()? {
+            Claimed::Batch(batch) => Some(batch),
+            Claimed::Refused(e) => self.claim_one_by_one(&ids, &e).await,
+            Claimed::Closed => None,
         }
     }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::dead::DeadLetter;
 use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue, Release};
@@ -164,15 +164,13 @@ impl UnitOfWork {
             return;
         }
         let items: Vec<Ack> = units.iter().map(UnitOfWork::ack_item).collect();
-        let mut backoff = Backoff::new();
-        while let Err(e) = queue.ack(&items).await {
-            let wait = backoff.next_wait();
-            tracing::warn!(jobs = items.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.requested(2) => return,
-            }
-        }
+        // Given up only when told to stop at once (see above).
+        let _ = retry_until_stopped(
+            shutdown.requested(2),
+            |e, wait| tracing::warn!(jobs = items.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying"),
+            || queue.ack(&items),
+        )
+        .await;
     }
 
     /// Moves the job to the dead-letter list with `reason`, retrying while
@@ -186,15 +184,13 @@ impl UnitOfWork {
         shutdown: &Shutdown,
     ) {
         let letter = DeadLetter::new(&self.raw, &self.queue, reason, worker);
-        let mut backoff = Backoff::new();
-        while let Err(e) = queue.dead_letter(&self.processing, &letter).await {
-            let wait = backoff.next_wait();
-            tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.requested(1) => return,
-            }
-        }
+        // Given up when told to stop (see above).
+        let _ = retry_until_stopped(
+            shutdown.requested(1),
+            |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying"),
+            || queue.dead_letter(&self.processing, &letter),
+        )
+        .await;
     }
 
     /// Sends the job to the back of its queue (its webhook is at its limit):
