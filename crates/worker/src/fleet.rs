@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use hookfleet_core::queue::RedisQueue;
 
-use crate::limits::EndpointLimits;
+use crate::limits::{EndpointLimits, FleetLease, FleetLimit, GiveBack};
 use crate::unit::UnitOfWork;
 
 /// How long a webhook whose fleet-wide concurrency is full counts as at its
@@ -31,31 +31,6 @@ pub const UNANSWERED_RETRY: Duration = Duration::from_secs(1);
 
 /// Leases given back in one round: what piled up while the last went out.
 pub const GIVE_BACK_BATCH: usize = 1_000;
-
-/// A lease on one of a webhook's fleet-wide request slots; dropping it gives
-/// it back (in the background, batched).
-pub struct FleetLease {
-    webhook: i64,
-    lease: Option<String>,
-    back: mpsc::UnboundedSender<GiveBack>,
-}
-
-/// What the give-back loop is asked to do.
-enum GiveBack {
-    Lease(i64, String),
-    /// Answer once everything sent before is given back.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-impl Drop for FleetLease {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            // The loop ends only with the worker; a lease not given back
-            // expires by itself.
-            let _ = self.back.send(GiveBack::Lease(self.webhook, lease));
-        }
-    }
-}
 
 /// Admits jobs under the fleet-wide limits.
 pub struct FleetGate {
@@ -133,11 +108,9 @@ impl FleetGate {
             let refused = units.split_off((granted as usize).min(units.len()));
             let mut leases = leases.into_iter();
             for mut unit in units {
-                let lease = leases.next().map(|lease| FleetLease {
-                    webhook,
-                    lease: Some(lease),
-                    back: self.back.clone(),
-                });
+                let lease = leases
+                    .next()
+                    .map(|lease| FleetLease::new(webhook, lease, self.back.clone()));
                 unit.admit(lease);
                 ready.push(unit);
             }
@@ -157,7 +130,7 @@ impl FleetGate {
     async fn ask(
         &self,
         webhook: i64,
-        limit: crate::limits::FleetLimit,
+        limit: FleetLimit,
         want: u32,
     ) -> Result<(u32, Vec<String>, Option<(Duration, bool)>), hookfleet_core::error::QueueError>
     {

@@ -27,17 +27,19 @@
 //! Limits are read from Postgres and re-read when the webhooks' config
 //! version changes (checked at most every [`REFRESH_EVERY`]). A lowered
 //! limit applies to the next request: those above it finish, none is added.
+//!
+//! What a job holds at its webhook lives here too: its [`EndpointSlot`],
+//! and the [`FleetLease`] that slot carries when the webhook's limits hold
+//! across the fleet. Dropping the slot frees both.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use hookfleet_core::fleet::LEASE_MARGIN;
 use hookfleet_core::store::{webhooks, Store};
-
-use crate::fleet::FleetLease;
 
 /// How often the worker asks whether webhook limits changed: a change takes
 /// effect within a second, for one tiny query a second.
@@ -157,6 +159,43 @@ impl EndpointSlot {
                     *started = Some(Instant::now());
                 }
             }
+        }
+    }
+}
+
+/// A lease on one of a webhook's fleet-wide request slots (taken by the
+/// fleet gate, `fleet`), held by its [`EndpointSlot`]; dropping it gives it
+/// back (in the background, batched).
+pub struct FleetLease {
+    webhook: i64,
+    lease: Option<String>,
+    back: mpsc::UnboundedSender<GiveBack>,
+}
+
+/// What the fleet gate's give-back loop is asked to do.
+pub(crate) enum GiveBack {
+    Lease(i64, String),
+    /// Answer once everything sent before is given back.
+    Flush(oneshot::Sender<()>),
+}
+
+impl FleetLease {
+    /// The lease `lease` at `webhook`, given back through `back`.
+    pub(crate) fn new(webhook: i64, lease: String, back: mpsc::UnboundedSender<GiveBack>) -> Self {
+        FleetLease {
+            webhook,
+            lease: Some(lease),
+            back,
+        }
+    }
+}
+
+impl Drop for FleetLease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            // The loop ends only with the worker; a lease not given back
+            // expires by itself.
+            let _ = self.back.send(GiveBack::Lease(self.webhook, lease));
         }
     }
 }

@@ -19,12 +19,12 @@ use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, ClaimBatch};
 use hookfleet_core::store::Store;
 
+use crate::config::WorkerConfig;
 use crate::fleet::FleetGate;
 use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
 use crate::unit::{Held, UnitOfWork};
-use crate::WorkerConfig;
 
 /// The longest a job waits for another attempt's lease: a lease is at most
 /// the longest webhook timeout (60 s) plus the lease margin.

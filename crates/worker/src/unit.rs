@@ -24,7 +24,7 @@ use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue, Release};
 use hookfleet_core::shutdown::Shutdown;
 
-use crate::limits::EndpointSlot;
+use crate::limits::{EndpointSlot, FleetLease};
 
 /// One taken job and the resources it holds.
 #[must_use = "a taken job must be acknowledged, put back or dead-lettered"]
@@ -115,7 +115,7 @@ impl UnitOfWork {
     }
 
     /// Its slot passed the fleet-wide limits, with `lease` if any.
-    pub fn admit(&mut self, lease: Option<crate::fleet::FleetLease>) {
+    pub fn admit(&mut self, lease: Option<FleetLease>) {
         if let Some(slot) = &mut self.endpoint {
             slot.admit(lease);
         }
