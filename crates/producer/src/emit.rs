@@ -22,14 +22,13 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
+use hookfleet_core::attempt::{self, Claim, ClaimSource, SealedCredentials, LEASE_MARGIN};
 use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver;
 use hookfleet_core::error::{Refusal, RenderError, StoreError};
 use hookfleet_core::model::{
-    check_event_id, new_event_id, parse_headers, process_identity, DeliveryStatus, NewDelivery,
-    Webhook,
+    check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook,
 };
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
@@ -683,19 +682,9 @@ impl Producer {
             .run(move |c| deliveries::take_for_transition(c, log_id, inserted_token, lease))
             .await
             .map_err(Transition::NotSent)?;
-        let (frozen, defect) = match parse_headers(&row.headers) {
-            Ok(h) => (h, None),
-            Err(reason) => (Vec::new(), Some(reason)),
-        };
         // The webhook's static headers and secrets as they are now.
         let now = Utc::now();
-        let (headers, keys, credentials_error) = deliveries::credentials(
-            frozen,
-            &hook.headers,
-            hook.secret.clone(),
-            hook.previous_secret.clone().filter(|_| hook.rotating(now)),
-        );
-        let claim = Claim {
+        let claim = Claim::new(ClaimSource {
             log_id,
             attempt: 1,
             max_attempts: 1,
@@ -704,15 +693,21 @@ impl Producer {
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
             url: row.url.clone(),
+            url_refused: None,
             method: row.method.clone(),
-            headers,
+            frozen_headers: &row.headers,
             body: row.body.clone(),
             timeout: hook.timeout(),
-            keys,
             queue: row.queue.clone(),
-            defect,
-            credentials_error,
-        };
+            credentials: SealedCredentials {
+                headers: &hook.headers,
+                secret: hook.secret.as_deref(),
+                previous_secret: hook
+                    .previous_secret
+                    .as_deref()
+                    .filter(|_| hook.rotating(now)),
+            },
+        });
         let report = deliver::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
         let (status, error) = (outcome.status.into(), outcome.error.clone());

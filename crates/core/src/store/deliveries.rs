@@ -28,18 +28,13 @@ use diesel::sql_types::{
 use diesel::PgConnection;
 use serde::Serialize;
 
-use crate::at_rest::{self, Purpose};
-use crate::attempt::{Claim, Outcome, OutcomeStatus};
+use crate::attempt::{Claim, ClaimSource, Outcome, OutcomeStatus, SealedCredentials};
 use crate::config::MAX_DURATION;
 use crate::error::{Refusal, StoreError};
-use crate::model::{
-    open_signing_keys, parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, Header,
-    NewDelivery,
-};
+use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
 use crate::render::AllowedHosts;
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
-use crate::sign::SigningKeys;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
 /// Postgres's 65,535-parameter limit.
@@ -290,34 +285,31 @@ pub fn claim(
     batch.claimed = rows
         .into_iter()
         .map(|r| {
-            let (frozen, defect) = match parse_headers(&r.headers) {
-                Ok(h) => (h, None),
-                Err(reason) => (Vec::new(), Some(reason)),
-            };
-            let (url, defect) = match destination(&r) {
-                Ok(url) => (url, defect),
+            let (url, url_refused) = match destination(&r) {
+                Ok(url) => (url, None),
                 Err(reason) => (r.url.clone(), Some(reason)),
             };
-            let (headers, keys, credentials_error) =
-                credentials(frozen, &r.static_headers, r.secret, r.previous_secret);
-            Claim {
+            Claim::new(ClaimSource {
                 log_id: r.id,
-                webhook_id: r.webhook_id,
                 attempt: r.attempts,
                 max_attempts: r.max_attempts,
                 token: r.claim_token,
                 event_id: r.event_id,
                 webhook_name: r.webhook_name,
+                webhook_id: r.webhook_id,
                 url,
+                url_refused,
                 method: r.method,
-                headers,
+                frozen_headers: &r.headers,
                 body: r.body,
                 timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
-                keys,
                 queue: r.queue,
-                defect,
-                credentials_error,
-            }
+                credentials: SealedCredentials {
+                    headers: &r.static_headers,
+                    secret: r.secret.as_deref(),
+                    previous_secret: r.previous_secret.as_deref(),
+                },
+            })
         })
         .collect();
 
@@ -435,46 +427,6 @@ fn destination(r: &ClaimRow) -> Result<String, String> {
         .check(&url)
         .map_err(|e| format!("{e} (any more)"))?;
     Ok(r.url.clone())
-}
-
-/// The headers and signing keys an attempt sends: the row's frozen headers
-/// (its body's Content-Type) with the webhook's static headers as they are
-/// now, opened, over them; and the webhook's secrets, opened. A value that
-/// cannot be opened (its key is not configured) is the attempt's error: it
-/// is tried again later, not sent without its credentials.
-pub fn credentials(
-    frozen: Vec<Header>,
-    static_headers: &serde_json::Value,
-    secret: Option<String>,
-    previous_secret: Option<String>,
-) -> (Vec<Header>, SigningKeys, Option<String>) {
-    let ring = at_rest::keyring();
-    let mut error = None;
-    let mut statics = Vec::new();
-    for h in parse_headers(static_headers).unwrap_or_default() {
-        match ring.open(&h.value, Purpose::HeaderValue) {
-            Ok(value) => statics.push(Header { key: h.key, value }),
-            Err(e) => {
-                error.get_or_insert(format!(
-                    "the value of header {:?} cannot be opened: {e}",
-                    h.key
-                ));
-            }
-        }
-    }
-    let mut headers: Vec<Header> = frozen
-        .into_iter()
-        .filter(|f| !statics.iter().any(|s| s.key.eq_ignore_ascii_case(&f.key)))
-        .collect();
-    headers.extend(statics);
-    let keys = match open_signing_keys(secret.as_deref(), previous_secret.as_deref()) {
-        Ok(k) => k,
-        Err(e) => {
-            error.get_or_insert(format!("the signing secret cannot be opened: {e}"));
-            SigningKeys::default()
-        }
-    };
-    (headers, keys, error)
 }
 
 fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {
