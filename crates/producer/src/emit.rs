@@ -33,7 +33,8 @@ use hookfleet_core::model::{
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::ssrf::NetworkPolicy;
-use hookfleet_core::store::{deliveries, health, Store};
+use hookfleet_core::store::deliveries::{self, OutcomeWrite};
+use hookfleet_core::store::{health, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
 use hookfleet_core::render::{Renderer, RequestBuilder};
@@ -736,30 +737,17 @@ impl Producer {
     /// ("interrupted"), so the outcome must not be lost silently before.
     async fn record_transition(&self, outcome: attempt::Outcome) -> Result<(), StoreError> {
         let deadline = std::time::Instant::now() + LEASE_MARGIN;
-        let plain = std::sync::atomic::AtomicBool::new(false);
-        let write = |plain: bool| {
-            let (one, identity) = (outcome.clone(), self.identity.clone());
-            self.store.run(move |c| {
-                if plain {
-                    deliveries::record_plain(c, &one, &identity)
-                } else {
-                    deliveries::record(c, std::slice::from_ref(&one), &identity)
-                }
-            })
-        };
+        let log_id = outcome.log_id;
+        // The caller is waiting: an outcome the database refuses goes plain
+        // at the first refusal.
+        let write = OutcomeWrite::new(outcome, &self.identity, 1);
         // No shutdown ends it: the caller waits for this answer, and the
         // deadline bounds the wait.
         let written = retry_until_stopped(
             std::future::pending(),
             |_, _| {},
             || async {
-                let mut result = write(plain.load(std::sync::atomic::Ordering::Relaxed)).await;
-                if let Err(StoreError::Rejected(_)) = result {
-                    if !plain.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                        result = write(true).await;
-                    }
-                }
-                match result {
+                match write.try_write(&self.store).await {
                     Err(e) if e.is_transient() && std::time::Instant::now() < deadline => Err(e),
                     done => Ok(done),
                 }
@@ -767,9 +755,9 @@ impl Producer {
         )
         .await;
         match written.and_then(|done| done) {
-            Ok(updated) if updated.contains(&outcome.log_id) => Ok(()),
+            Ok(updated) if updated.contains(&log_id) => Ok(()),
             // Given up (claimed or replayed) while the attempt was out.
-            Ok(_) => Err(StoreError::Refused(Refusal::Fenced(outcome.log_id))),
+            Ok(_) => Err(StoreError::Refused(Refusal::Fenced(log_id))),
             Err(e) => Err(e),
         }
     }

@@ -20,7 +20,7 @@
 //! A write's slot is freed as soon as its outcomes are in: acking (Redis)
 //! never holds back the next writes (Postgres).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
@@ -30,7 +30,8 @@ use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::{deliveries, health, Store};
+use hookfleet_core::store::deliveries::{self, OutcomeWrite};
+use hookfleet_core::store::{health, Store};
 
 use crate::stats::Counters;
 use crate::unit::UnitOfWork;
@@ -235,31 +236,14 @@ impl Recorder {
     /// plainly (without the receiver's bytes). Never gives up short of a
     /// forced stop: the job stays held until its outcome is in.
     async fn write_one(&self, outcome: &Outcome, webhooks: &Webhooks) -> Written {
-        let plain = AtomicBool::new(false);
-        let refusals = AtomicU32::new(0);
+        let write = OutcomeWrite::new(outcome.clone(), &self.worker_id, WRITE_REFUSALS);
         let written = retry_until_stopped(
             self.shutdown.requested(2),
             |e, wait| {
                 tracing::error!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
                 retry_in = ?wait, "cannot record an outcome; holding its job and retrying")
             },
-            || async {
-                let result = self
-                    .write_once(outcome, plain.load(Ordering::Relaxed))
-                    .await;
-                let Err(StoreError::Rejected(e)) = &result else {
-                    return result;
-                };
-                if plain.load(Ordering::Relaxed)
-                    || refusals.fetch_add(1, Ordering::Relaxed) + 1 < WRITE_REFUSALS
-                {
-                    return result;
-                }
-                tracing::warn!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
-                    "the database refuses this outcome; recording it without the response");
-                plain.store(true, Ordering::Relaxed);
-                self.write_once(outcome, true).await
-            },
+            || write.try_write(&self.store),
         )
         .await;
         match written {
@@ -269,20 +253,6 @@ impl Recorder {
             }
             Err(_) => Written::Stopped,
         }
-    }
-
-    /// One write of one outcome, whole or `plain`.
-    async fn write_once(&self, outcome: &Outcome, plain: bool) -> Result<Vec<i64>, StoreError> {
-        let (one, worker) = (outcome.clone(), self.worker_id.clone());
-        self.store
-            .run(move |c| {
-                if plain {
-                    deliveries::record_plain(c, &one, &worker)
-                } else {
-                    deliveries::record(c, std::slice::from_ref(&one), &worker)
-                }
-            })
-            .await
     }
 
     fn count(&self, outcomes: &[Outcome], updated: &[i64], webhooks: &Webhooks) {

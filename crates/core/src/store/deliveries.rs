@@ -18,6 +18,8 @@
 //! trip per batch, not per delivery.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -35,6 +37,7 @@ use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
 use crate::render::AllowedHosts;
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
+use crate::store::Store;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
 /// Postgres's 65,535-parameter limit.
@@ -540,6 +543,67 @@ pub fn record_plain(
         ..outcome.clone()
     };
     record(conn, std::slice::from_ref(&plain), worker)
+}
+
+/// One outcome on its way into the database, written whole while the
+/// database takes it and, once it has refused it whole
+/// `refusals_before_plain` times, plainly at once ([`record_plain`]), so
+/// the row still ends with its outcome. The one path for the outcomes
+/// written alone: a worker's, when the database refuses their batch, and a
+/// workflow_transition's. Each caller retries [`OutcomeWrite::try_write`]
+/// with its own patience ([`crate::backoff::retry_until_stopped`]); the
+/// count of refusals is kept here between tries (atomics: a try's future
+/// only borrows the write, so it may run on any thread).
+pub struct OutcomeWrite {
+    outcome: Arc<Outcome>,
+    worker: Arc<str>,
+    refusals_before_plain: u32,
+    refusals: AtomicU32,
+    plain: AtomicBool,
+}
+
+impl OutcomeWrite {
+    /// `outcome`, recorded as written by `worker`.
+    pub fn new(outcome: Outcome, worker: &str, refusals_before_plain: u32) -> OutcomeWrite {
+        OutcomeWrite {
+            outcome: Arc::new(outcome),
+            worker: worker.into(),
+            refusals_before_plain,
+            refusals: AtomicU32::new(0),
+            plain: AtomicBool::new(false),
+        }
+    }
+
+    /// One try (and the plain write at once, if this refusal is the one
+    /// that calls for it): the ids whose row took the outcome (none: the row
+    /// was claimed again or replayed meanwhile, see [`record`]).
+    pub async fn try_write(&self, store: &Store) -> Result<Vec<i64>, StoreError> {
+        let plain = self.plain.load(Ordering::Relaxed);
+        let result = self.write(store, plain).await;
+        let Err(StoreError::Rejected(e)) = &result else {
+            return result;
+        };
+        if plain || self.refusals.fetch_add(1, Ordering::Relaxed) + 1 < self.refusals_before_plain {
+            return result;
+        }
+        tracing::warn!(log_id = self.outcome.log_id, attempt = self.outcome.attempt, error = %e,
+            "the database refuses this outcome; recording it without the response");
+        self.plain.store(true, Ordering::Relaxed);
+        self.write(store, true).await
+    }
+
+    async fn write(&self, store: &Store, plain: bool) -> Result<Vec<i64>, StoreError> {
+        let (outcome, worker) = (self.outcome.clone(), self.worker.clone());
+        store
+            .run(move |c| {
+                if plain {
+                    record_plain(c, &outcome, &worker)
+                } else {
+                    record(c, std::slice::from_ref(&*outcome), &worker)
+                }
+            })
+            .await
+    }
 }
 
 /// A row the sweeper should enqueue.
