@@ -17,7 +17,7 @@ use hookfleet_core::store::deliveries;
 use hookfleet_testkit::{sales_orders, spec, wait, TestEnv};
 use hookfleet_worker::record::{Finished, Recorder};
 use hookfleet_worker::stats::Counters;
-use hookfleet_worker::unit::{Held, UnitOfWork};
+use hookfleet_worker::unit::{Held, TakenJob};
 
 /// Bytes the test database refuses in a response body (a CHECK constraint
 /// added for this test): what a truly unwritable outcome looks like.
@@ -139,14 +139,14 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut expected = Vec::new();
     for ((raw, claim), case) in raws.into_iter().zip(&claims).zip(&cases) {
-        let mut unit = UnitOfWork::taken(
+        let unit = TakenJob::new(
             "default",
             &processing,
             raw,
             slots.clone().try_acquire_owned().expect("slot"),
             &held,
         );
-        unit.parse().expect("a job the producer wrote");
+        let unit = unit.parse().expect("a job the producer wrote");
         let outcome = Outcome {
             log_id: claim.log_id,
             attempt: claim.attempt,

@@ -18,11 +18,11 @@ use hookfleet_core::queue::{Conn, RedisQueue};
 
 use crate::start::Starter;
 use crate::stats::Counters;
-use crate::unit::UnitOfWork;
+use crate::unit::{TakenJob, UnitOfWork, Unparsable};
 
 /// A job as a take moved it: its queue, the processing list now holding it,
 /// and its bytes.
-type TakenJob = (String, String, String);
+type Popped = (String, String, String);
 
 /// How many of a queue's oldest jobs a take looks at when some webhooks are
 /// at their limit: jobs of other webhooks within this window are taken past
@@ -149,20 +149,20 @@ impl Fetcher {
             // Told to stop while Redis was away: nothing was taken.
             let Ok(taken) = taken else { return };
             // Held from here on, before any orphan check looks.
-            let units: Vec<UnitOfWork> = taken
+            let jobs: Vec<TakenJob> = taken
                 .into_iter()
                 .zip(permits)
                 .map(|((queue, processing, raw), permit)| {
-                    UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
+                    TakenJob::new(&queue, &processing, raw, permit, &self.starter.held)
                 })
                 .collect();
             if tokio::time::Instant::now() >= self.orphan_check_at {
                 self.return_orphans().await;
             }
-            if units.is_empty() {
+            if jobs.is_empty() {
                 continue;
             }
-            let ready = self.reserve(units).await;
+            let ready = self.reserve(jobs).await;
             if ready.is_empty() {
                 continue;
             }
@@ -179,21 +179,23 @@ impl Fetcher {
     /// queue and frees its delivery slot for someone else's job. A job that
     /// does not parse is dead-lettered (on a task of its own: the loop does
     /// not wait for Redis there).
-    async fn reserve(&mut self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
-        let count = units.len();
+    async fn reserve(&mut self, jobs: Vec<TakenJob>) -> Vec<UnitOfWork> {
+        let count = jobs.len();
         let mut ready = Vec::with_capacity(count);
         let mut bounced = 0;
-        for mut unit in units {
-            let webhook = match unit.parse() {
-                Ok(job) => job.webhook_id,
-                Err(reason) => {
+        for job in jobs {
+            let mut unit = match job.parse() {
+                Ok(unit) => unit,
+                Err(unparsable) => {
                     let starter = self.starter.clone();
-                    tokio::spawn(
-                        async move { starter.dead_letter(unit, &reason.to_string()).await },
-                    );
+                    tokio::spawn(async move {
+                        let Unparsable { job, reason } = *unparsable;
+                        starter.dead_letter(job, &reason.to_string()).await
+                    });
                     continue;
                 }
             };
+            let webhook = unit.job().webhook_id;
             if let Some(webhook) = webhook {
                 self.starter.limits.seen(webhook);
                 match self.starter.limits.try_take(webhook) {
@@ -275,7 +277,7 @@ impl Fetcher {
 
     /// Takes up to `max` jobs: without waiting from each queue in turn, then,
     /// if all were empty, waiting up to [`BLOCK_TIME`] on one of them.
-    async fn take(&mut self, max: usize) -> Result<Vec<TakenJob>, hookfleet_core::QueueError> {
+    async fn take(&mut self, max: usize) -> Result<Vec<Popped>, hookfleet_core::QueueError> {
         let queues = self.starter.config.queues.clone();
         let mut units = Vec::new();
         let mut skipped = 0;

@@ -24,7 +24,7 @@ use crate::fleet::FleetGate;
 use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
-use crate::unit::{Held, UnitOfWork};
+use crate::unit::{Held, TakenJob, UnitOfWork};
 
 /// The longest a job waits for another attempt's lease: a lease is at most
 /// the longest webhook timeout (60 s) plus the lease margin.
@@ -81,7 +81,7 @@ impl Starter {
         if units.is_empty() {
             return;
         }
-        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
+        let ids: Vec<i64> = units.iter().map(UnitOfWork::log_id).collect();
         let Some(batch) = self.claim(ids).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
@@ -105,7 +105,7 @@ impl Starter {
         let mut done: Vec<UnitOfWork> = Vec::new();
         let mut of_paused: Vec<UnitOfWork> = Vec::new();
         for mut unit in units {
-            let id = unit.log_id().expect("parsed before the claim");
+            let id = unit.log_id();
             if let Some(claim) = claims.remove(&id) {
                 self.start(unit, claim);
             } else if let Some(reason) = exhausted.get(&id) {
@@ -127,14 +127,14 @@ impl Starter {
             } else if missing.contains(&id) {
                 unit.free_endpoint_slot();
                 let reason = format!("job names log id {id}, which does not exist");
-                self.dead_letter(unit, &reason).await;
+                self.dead_letter(unit.into(), &reason).await;
             } else if let Some(reason) = refused.get(&id) {
                 // The row stays in Postgres; the sweeper enqueues it again
                 // once it is due, and the dead letter says why this job
                 // could not claim it.
                 unit.free_endpoint_slot();
                 let reason = format!("the database refused to claim row {id}: {reason}");
-                self.dead_letter(unit, &reason).await;
+                self.dead_letter(unit.into(), &reason).await;
             } else {
                 // Terminal, not due, or a second job for a row this batch
                 // already claimed. Its in-flight key is released if it still
@@ -159,7 +159,7 @@ impl Starter {
     /// could not be held (its webhook resumed meanwhile, or the database did
     /// not answer) goes back to its queue instead, to be claimed again.
     async fn hold(&self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
-        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
+        let ids: Vec<i64> = units.iter().map(UnitOfWork::log_id).collect();
         let held: HashSet<i64> = match self.store.run(move |c| deliveries::hold(c, &ids)).await {
             Ok(held) => held.into_iter().collect(),
             Err(e) => {
@@ -169,7 +169,7 @@ impl Starter {
         };
         let mut done = Vec::new();
         for unit in units {
-            let id = unit.log_id().expect("parsed before the claim");
+            let id = unit.log_id();
             if held.contains(&id) {
                 Counters::add(&self.counters.paused, 1);
                 tracing::debug!(log_id = id, "webhook paused; row held until resume");
@@ -190,8 +190,8 @@ impl Starter {
     async fn with_endpoint_slots(self: &Arc<Self>, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
         let unnamed: Vec<i64> = units
             .iter()
-            .filter(|u| !u.has_endpoint_slot() && u.job().is_some_and(|j| j.webhook_id.is_none()))
-            .filter_map(UnitOfWork::log_id)
+            .filter(|u| !u.has_endpoint_slot() && u.job().webhook_id.is_none())
+            .map(UnitOfWork::log_id)
             .collect();
         let looked_up: HashMap<i64, Option<i64>> = if unnamed.is_empty() {
             HashMap::new()
@@ -217,11 +217,11 @@ impl Starter {
         };
         let mut ready = Vec::with_capacity(units.len());
         for mut unit in units {
-            let webhook = unit.job().and_then(|j| {
-                j.webhook_id
-                    .or_else(|| looked_up.get(&j.log_id).copied().flatten())
-            });
-            if let (Some(w), true) = (webhook, unit.job().is_some_and(|j| j.webhook_id.is_none())) {
+            let job = unit.job();
+            let webhook = job
+                .webhook_id
+                .or_else(|| looked_up.get(&job.log_id).copied().flatten());
+            if let (Some(w), None) = (webhook, job.webhook_id) {
                 self.limits.seen(w);
             }
             match webhook {
@@ -337,10 +337,10 @@ impl Starter {
     }
 
     /// Moves a job to the dead-letter list.
-    pub async fn dead_letter(&self, unit: UnitOfWork, reason: &str) {
+    pub async fn dead_letter(&self, job: TakenJob, reason: &str) {
         Counters::add(&self.counters.dead_lettered, 1);
-        tracing::warn!(job = %unit.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
-        unit.dead_letter(
+        tracing::warn!(job = %job.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
+        job.dead_letter(
             &self.queue,
             reason,
             &self.config.worker_id,

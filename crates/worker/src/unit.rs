@@ -5,7 +5,11 @@
 //! Nothing else removes it, so a worker that dies holding it leaves it where
 //! the reaper finds it.
 //!
-//! The unit owns everything the job holds in this process: its delivery slot
+//! A job is taken as bytes ([`TakenJob`]) and parsed once: one that does not
+//! parse can only be dead-lettered; one that does becomes a [`UnitOfWork`],
+//! which owns its [`Job`] from then on.
+//!
+//! Each owns everything the job holds in this process: its delivery slot
 //! (a permit of `--concurrency`), its webhook slot while its request is out,
 //! and its entry in [`Held`]. The verbs (acknowledge, dead-letter, bounce)
 //! consume it, and dropping it frees them all, so no slot can be freed twice
@@ -26,72 +30,129 @@ use hookfleet_core::shutdown::Shutdown;
 
 use crate::limits::{EndpointSlot, FleetLease};
 
-/// One taken job and the resources it holds.
-#[must_use = "a taken job must be acknowledged, put back or dead-lettered"]
-pub struct UnitOfWork {
+/// A job just moved into a processing list, as bytes, and what it holds.
+#[must_use = "a taken job must be parsed and handled, or dead-lettered"]
+pub struct TakenJob {
     /// The queue it came from.
     pub queue: String,
     /// The processing list holding it.
     pub processing: String,
     /// The job exactly as popped (LREM needs the same bytes).
     pub raw: String,
-    /// The job, once parsed.
-    job: Option<Job>,
     /// Its delivery slot: held from before the pop until it is acked.
     _permit: OwnedSemaphorePermit,
-    /// Its slot at its webhook: held from before the claim until the answer.
-    endpoint: Option<EndpointSlot>,
     /// Its entry among the jobs this worker holds.
     _held: HeldEntry,
 }
 
-impl std::fmt::Debug for UnitOfWork {
+impl std::fmt::Debug for TakenJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UnitOfWork")
+        f.debug_struct("TakenJob")
             .field("processing", &self.processing)
             .field("raw", &self.raw)
             .finish_non_exhaustive()
     }
 }
 
-impl UnitOfWork {
+/// A taken job that does not parse, and why: it can only be dead-lettered.
+#[derive(Debug)]
+pub struct Unparsable {
+    pub job: TakenJob,
+    pub reason: JobError,
+}
+
+impl TakenJob {
     /// A job just moved into `processing`, with the delivery slot taken for
     /// it; it counts as held from this moment (before any orphan check).
-    pub fn taken(
+    pub fn new(
         queue: &str,
         processing: &str,
         raw: String,
         permit: OwnedSemaphorePermit,
         held: &Arc<Held>,
-    ) -> UnitOfWork {
+    ) -> TakenJob {
         let entry = held.enter(processing, &raw);
-        UnitOfWork {
+        TakenJob {
             queue: queue.to_string(),
             processing: processing.to_string(),
             raw,
-            job: None,
             _permit: permit,
-            endpoint: None,
             _held: entry,
         }
     }
 
-    /// Parses the job (once).
-    pub fn parse(&mut self) -> Result<&Job, JobError> {
-        if self.job.is_none() {
-            self.job = Some(Job::decode(&self.raw)?);
+    /// Parses the job: the unit of work that owns it from now on, or the
+    /// job with the reason it cannot be one (boxed: it is rare, and the
+    /// common answer stays small).
+    pub fn parse(self) -> Result<UnitOfWork, Box<Unparsable>> {
+        match Job::decode(&self.raw) {
+            Ok(job) => Ok(UnitOfWork {
+                taken: self,
+                job,
+                endpoint: None,
+            }),
+            Err(reason) => Err(Box::new(Unparsable { job: self, reason })),
         }
-        Ok(self.job.as_ref().expect("parsed above"))
     }
 
-    /// The parsed job (None before [`UnitOfWork::parse`] succeeded).
-    pub fn job(&self) -> Option<&Job> {
-        self.job.as_ref()
+    /// Moves the job to the dead-letter list with `reason`, retrying while
+    /// Redis is away (until told to stop: the job then stays in the
+    /// processing list, and the drain or the reaper puts it back).
+    pub async fn dead_letter(
+        self,
+        queue: &RedisQueue,
+        reason: &str,
+        worker: &str,
+        shutdown: &Shutdown,
+    ) {
+        let letter = DeadLetter::new(&self.raw, &self.queue, reason, worker);
+        // Given up when told to stop (see above).
+        let _ = retry_until_stopped(
+            shutdown.requested(1),
+            |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying"),
+            || queue.dead_letter(&self.processing, &letter),
+        )
+        .await;
+    }
+}
+
+/// A parsed job and the resources it holds.
+#[must_use = "a taken job must be acknowledged, put back or dead-lettered"]
+pub struct UnitOfWork {
+    /// The job as taken, and what it holds.
+    taken: TakenJob,
+    /// The job, parsed.
+    job: Job,
+    /// Its slot at its webhook: held from before the claim until the answer.
+    endpoint: Option<EndpointSlot>,
+}
+
+impl std::fmt::Debug for UnitOfWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnitOfWork")
+            .field("processing", &self.taken.processing)
+            .field("job", &self.job)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<UnitOfWork> for TakenJob {
+    /// The job as taken, still holding its delivery slot and its entry in
+    /// [`Held`] (its webhook slot, if any, is freed): for the verbs any
+    /// taken job has, such as dead-lettering.
+    fn from(unit: UnitOfWork) -> TakenJob {
+        unit.taken
+    }
+}
+
+impl UnitOfWork {
+    pub fn job(&self) -> &Job {
+        &self.job
     }
 
-    /// The row the job names, once parsed.
-    pub fn log_id(&self) -> Option<i64> {
-        self.job.as_ref().map(|j| j.log_id)
+    /// The row the job names.
+    pub fn log_id(&self) -> i64 {
+        self.job.log_id
     }
 
     pub fn has_endpoint_slot(&self) -> bool {
@@ -135,20 +196,19 @@ impl UnitOfWork {
 
     fn ack_item(&self) -> Ack {
         Ack {
-            queue: self.queue.clone(),
-            processing: self.processing.clone(),
-            raw: self.raw.clone(),
+            queue: self.taken.queue.clone(),
+            processing: self.taken.processing.clone(),
+            raw: self.taken.raw.clone(),
             release: match &self.job {
-                Some(Job {
+                Job {
                     log_id,
                     token: Some(token),
                     ..
-                }) => Release::Token {
+                } => Release::Token {
                     log_id: *log_id,
                     token: token.clone(),
                 },
-                Some(Job { log_id, .. }) => Release::Legacy { log_id: *log_id },
-                None => Release::Nothing,
+                Job { log_id, .. } => Release::Legacy { log_id: *log_id },
             },
         }
     }
@@ -173,43 +233,25 @@ impl UnitOfWork {
         .await;
     }
 
-    /// Moves the job to the dead-letter list with `reason`, retrying while
-    /// Redis is away (until told to stop: the job then stays in the
-    /// processing list, and the drain or the reaper puts it back).
-    pub async fn dead_letter(
-        self,
-        queue: &RedisQueue,
-        reason: &str,
-        worker: &str,
-        shutdown: &Shutdown,
-    ) {
-        let letter = DeadLetter::new(&self.raw, &self.queue, reason, worker);
-        // Given up when told to stop (see above).
-        let _ = retry_until_stopped(
-            shutdown.requested(1),
-            |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying"),
-            || queue.dead_letter(&self.processing, &letter),
-        )
-        .await;
+    /// Puts the job back at the consuming end of its queue (the fleet had
+    /// no room for its webhook): it keeps its place in line. On a Redis
+    /// error, as for [`UnitOfWork::bounce`].
+    pub async fn requeue(self, queue: &RedisQueue) -> Result<(), QueueError> {
+        let t = &self.taken;
+        queue
+            .requeue(&t.processing, &t.queue, &t.raw)
+            .await
+            .map(|_| ())
     }
 
     /// Sends the job to the back of its queue (its webhook is at its limit):
     /// it waits its turn again without holding a slot. On a Redis error
     /// nobody knows whether it moved: the caller drops the unit and has the
     /// orphan check settle it once Redis answers.
-    /// Puts the job back at the consuming end of its queue (the fleet had
-    /// no room for its webhook): it keeps its place in line. On a Redis
-    /// error, as for [`UnitOfWork::bounce`].
-    pub async fn requeue(self, queue: &RedisQueue) -> Result<(), QueueError> {
-        queue
-            .requeue(&self.processing, &self.queue, &self.raw)
-            .await
-            .map(|_| ())
-    }
-
     pub async fn bounce(self, queue: &RedisQueue) -> Result<(), QueueError> {
+        let t = &self.taken;
         queue
-            .bounce(&self.processing, &self.queue, &self.raw)
+            .bounce(&t.processing, &t.queue, &t.raw)
             .await
             .map(|_| ())
     }
