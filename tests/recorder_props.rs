@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, Semaphore};
 use hookfleet_core::attempt::{Outcome, OutcomeStatus, LEASE_MARGIN};
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::deliveries;
+use hookfleet_core::store::deliveries::{self, Verdict};
 use hookfleet_testkit::{sales_orders, spec, wait, TestEnv};
 use hookfleet_worker::record::{Finished, Recorder};
 use hookfleet_worker::stats::Counters;
@@ -117,11 +117,16 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
         assert!(!taken.is_empty(), "every row has its job");
         raws.extend(taken);
     }
-    let claims = env
+    let claims: Vec<_> = env
         .store
         .run_sync(|c| deliveries::claim(c, &ids, LEASE_MARGIN))
         .expect("claim")
-        .claimed;
+        .into_iter()
+        .filter_map(|verdict| match verdict {
+            Verdict::Send(claim) => Some(claim),
+            _ => None,
+        })
+        .collect();
     assert_eq!(claims.len(), ids.len());
 
     let held = Arc::new(Held::default());

@@ -16,7 +16,7 @@ use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::deliver;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::store::deliveries::{self, ClaimBatch};
+use hookfleet_core::store::deliveries::{self, Verdict};
 use hookfleet_core::store::Store;
 
 use crate::config::WorkerConfig;
@@ -47,7 +47,7 @@ pub const CLAIM_REFUSALS: u32 = 3;
 
 /// How a claim statement ended, short of a failure worth retrying.
 enum Claimed {
-    Batch(ClaimBatch),
+    Verdicts(Vec<Verdict>),
     /// Refused [`CLAIM_REFUSALS`] times: the database will not claim these
     /// rows together.
     Refused(StoreError),
@@ -82,69 +82,62 @@ impl Starter {
             return;
         }
         let ids: Vec<i64> = units.iter().map(UnitOfWork::log_id).collect();
-        let Some(batch) = self.claim(ids).await else {
+        let Some(verdicts) = self.claim(ids).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
             return;
         };
-        let ClaimBatch {
-            claimed,
-            exhausted,
-            missing,
-            leased,
-            refused,
-            paused,
-            ..
-        } = batch;
-        let paused: HashSet<i64> = paused.into_iter().collect();
-        let leased: HashMap<i64, std::time::Duration> = leased.into_iter().collect();
-        let refused: HashMap<i64, String> = refused.into_iter().collect();
-        let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
-        let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
-        let missing: HashSet<i64> = missing.into_iter().collect();
         let mut done: Vec<UnitOfWork> = Vec::new();
         let mut of_paused: Vec<UnitOfWork> = Vec::new();
-        for mut unit in units {
+        // One verdict per job, in order.
+        for (mut unit, verdict) in units.into_iter().zip(verdicts) {
             let id = unit.log_id();
-            if let Some(claim) = claims.remove(&id) {
-                self.start(unit, claim);
-            } else if let Some(reason) = exhausted.get(&id) {
-                Counters::add(&self.counters.exhausted, 1);
-                hookfleet_core::observe::metrics()
-                    .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
-                tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
-                unit.free_endpoint_slot();
-                done.push(unit);
-            } else if let Some(left) = leased.get(&id) {
-                // Another attempt holds the row (its worker may have died and
-                // this job been recovered from it): claim it when the lease
-                // ends, keeping the job (not the webhook's slot) until then.
-                unit.free_endpoint_slot();
-                self.claim_after_lease(unit, *left);
-            } else if paused.contains(&id) {
-                unit.free_endpoint_slot();
-                of_paused.push(unit);
-            } else if missing.contains(&id) {
-                unit.free_endpoint_slot();
-                let reason = format!("job names log id {id}, which does not exist");
-                self.dead_letter(unit.into(), &reason).await;
-            } else if let Some(reason) = refused.get(&id) {
-                // The row stays in Postgres; the sweeper enqueues it again
-                // once it is due, and the dead letter says why this job
-                // could not claim it.
-                unit.free_endpoint_slot();
-                let reason = format!("the database refused to claim row {id}: {reason}");
-                self.dead_letter(unit.into(), &reason).await;
-            } else {
-                // Terminal, not due, or a second job for a row this batch
-                // already claimed. Its in-flight key is released if it still
-                // holds this job's token: a row whose worker died is leased
-                // (and waited for above), so this is never a live attempt's
-                // key.
-                Counters::add(&self.counters.stale, 1);
-                tracing::debug!(log_id = id, "stale job dropped without a request");
-                unit.free_endpoint_slot();
-                done.push(unit);
+            match verdict {
+                Verdict::Send(claim) => self.start(unit, claim),
+                Verdict::Exhausted(reason) => {
+                    Counters::add(&self.counters.exhausted, 1);
+                    hookfleet_core::observe::metrics()
+                        .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
+                    tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
+                    unit.free_endpoint_slot();
+                    done.push(unit);
+                }
+                Verdict::Leased(left) => {
+                    // Another attempt holds the row (its worker may have died
+                    // and this job been recovered from it): claim it when the
+                    // lease ends, keeping the job (not the webhook's slot)
+                    // until then.
+                    unit.free_endpoint_slot();
+                    self.claim_after_lease(unit, left);
+                }
+                Verdict::Paused => {
+                    unit.free_endpoint_slot();
+                    of_paused.push(unit);
+                }
+                Verdict::Missing => {
+                    unit.free_endpoint_slot();
+                    let reason = format!("job names log id {id}, which does not exist");
+                    self.dead_letter(unit.into(), &reason).await;
+                }
+                Verdict::Refused(reason) => {
+                    // The row stays in Postgres; the sweeper enqueues it again
+                    // once it is due, and the dead letter says why this job
+                    // could not claim it.
+                    unit.free_endpoint_slot();
+                    let reason = format!("the database refused to claim row {id}: {reason}");
+                    self.dead_letter(unit.into(), &reason).await;
+                }
+                Verdict::Stale => {
+                    // Terminal, not due, or a second job for a row this batch
+                    // already claimed. Its in-flight key is released if it
+                    // still holds this job's token: a row whose worker died is
+                    // leased (and waited for above), so this is never a live
+                    // attempt's key.
+                    Counters::add(&self.counters.stale, 1);
+                    tracing::debug!(log_id = id, "stale job dropped without a request");
+                    unit.free_endpoint_slot();
+                    done.push(unit);
+                }
             }
         }
         if !of_paused.is_empty() {
@@ -269,11 +262,11 @@ impl Starter {
 
     /// Claims rows, at most [`CLAIMS_IN_FLIGHT`] statements at once, retrying
     /// while the database does not answer (the jobs and their slots stay
-    /// held, so nothing new is taken meanwhile). A claim the database keeps
-    /// refusing is split row by row; a row it refuses alone comes back in
-    /// `refused`. None: told to stop (the jobs stay in the processing list,
-    /// and the drain puts them back).
-    async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
+    /// held, so nothing new is taken meanwhile): one verdict per id, in
+    /// order. A claim the database keeps refusing is split row by row; a row
+    /// it refuses alone is [`Verdict::Refused`]. None: told to stop (the jobs
+    /// stay in the processing list, and the drain puts them back).
+    async fn claim(&self, ids: Vec<i64>) -> Option<Vec<Verdict>> {
         let ids = Arc::new(ids);
         let lease_margin = self.config.lease_margin;
         let refusals = AtomicU32::new(0);
@@ -295,7 +288,7 @@ impl Starter {
                         .await
                 };
                 match result {
-                    Ok(batch) => Ok(Claimed::Batch(batch)),
+                    Ok(verdicts) => Ok(Claimed::Verdicts(verdicts)),
                     Err(e @ StoreError::Rejected(_)) => {
                         if refusals.fetch_add(1, Ordering::Relaxed) + 1 >= CLAIM_REFUSALS {
                             Ok(Claimed::Refused(e))
@@ -309,31 +302,22 @@ impl Starter {
         )
         .await;
         match claimed.ok()? {
-            Claimed::Batch(batch) => Some(batch),
+            Claimed::Verdicts(verdicts) => Some(verdicts),
             Claimed::Refused(e) => self.claim_one_by_one(&ids, &e).await,
             Claimed::Closed => None,
         }
     }
 
     /// Claims a refused batch's rows one by one (each with its own retries).
-    async fn claim_one_by_one(&self, ids: &[i64], error: &StoreError) -> Option<ClaimBatch> {
-        if let [id] = ids {
-            return Some(ClaimBatch {
-                refused: vec![(*id, error.to_string())],
-                ..ClaimBatch::default()
-            });
+    async fn claim_one_by_one(&self, ids: &[i64], error: &StoreError) -> Option<Vec<Verdict>> {
+        if let [_] = ids {
+            return Some(vec![Verdict::Refused(error.to_string())]);
         }
-        let mut merged = ClaimBatch::default();
+        let mut verdicts = Vec::with_capacity(ids.len());
         for id in ids {
-            let one = Box::pin(self.claim(vec![*id])).await?;
-            merged.claimed.extend(one.claimed);
-            merged.exhausted.extend(one.exhausted);
-            merged.stale.extend(one.stale);
-            merged.leased.extend(one.leased);
-            merged.missing.extend(one.missing);
-            merged.refused.extend(one.refused);
+            verdicts.extend(Box::pin(self.claim(vec![*id])).await?);
         }
-        Some(merged)
+        Some(verdicts)
     }
 
     /// Moves a job to the dead-letter list.

@@ -245,93 +245,122 @@ struct IdOnly {
     id: i64,
 }
 
-/// What a claim of several rows found.
-#[derive(Debug, Default)]
-pub struct ClaimBatch {
-    /// Claimed for one attempt each: send them.
-    pub claimed: Vec<Claim>,
-    /// Made Exhausted without a request, with the reason.
-    pub exhausted: Vec<(i64, String)>,
-    /// Terminal, or not due: a stale duplicate job.
-    pub stale: Vec<i64>,
+/// What a claim decided for one row: [`claim`] gives one per id it is
+/// asked for, in the same order.
+#[derive(Debug, Clone)]
+// A Send carries the whole request while the other verdicts are a word or
+// two; boxing it would cost an allocation for nearly every delivery, and
+// verdicts live only as long as one batch takes to sort.
+#[allow(clippy::large_enum_variant)]
+pub enum Verdict {
+    /// Claimed for one attempt: send it.
+    Send(Claim),
+    /// Made Exhausted without a request (its webhook deleted or disabled,
+    /// or out of attempts), with the reason.
+    Exhausted(String),
     /// Held by another attempt's lease for this long yet, by the database's
     /// clock (its worker may have died: the job can claim the row once the
     /// lease ends).
-    pub leased: Vec<(i64, Duration)>,
-    /// No such row.
-    pub missing: Vec<i64>,
+    Leased(Duration),
     /// Due, but its webhook is paused: the row waits, untouched, for
     /// `webhook resume` (which enqueues it again).
-    pub paused: Vec<i64>,
-    /// Rows the database would not claim, with its reason (filled by callers
-    /// that split a refused claim row by row).
-    pub refused: Vec<(i64, String)>,
+    Paused,
+    /// No such row.
+    Missing,
+    /// Terminal, or not due, or a second job for a row this batch claimed:
+    /// a stale duplicate.
+    Stale,
+    /// The database would not claim the row, with its reason (given by
+    /// callers that split a refused claim row by row).
+    Refused(String),
 }
 
 /// Claims the rows `ids` for one attempt each, in one statement (two or three
-/// more only for rows that cannot be claimed). `lease_margin` is added to each
-/// webhook's timeout.
+/// more only for rows that cannot be claimed), and says what became of each:
+/// one verdict per id, in order. `lease_margin` is added to each webhook's
+/// timeout.
 pub fn claim(
     conn: &mut PgConnection,
     ids: &[i64],
     lease_margin: Duration,
-) -> Result<ClaimBatch, StoreError> {
-    let mut batch = ClaimBatch::default();
+) -> Result<Vec<Verdict>, StoreError> {
     if ids.is_empty() {
-        return Ok(batch);
+        return Ok(Vec::new());
     }
     let rows: Vec<ClaimRow> = diesel::sql_query(CLAIM_SQL)
         .bind::<Array<BigInt>, _>(ids)
         .bind::<Double, _>(lease_margin.as_secs_f64())
         .load(conn)?;
-    let claimed: HashSet<i64> = rows.iter().map(|r| r.id).collect();
-    batch.claimed = rows
+    // Each claim goes to the first job naming its row; a second is stale.
+    let mut claims: HashMap<i64, Option<Claim>> = rows
         .into_iter()
-        .map(|r| {
-            let (url, url_refused) = match destination(&r) {
-                Ok(url) => (url, None),
-                Err(reason) => (r.url.clone(), Some(reason)),
-            };
-            Claim::new(ClaimSource {
-                log_id: r.id,
-                attempt: r.attempts,
-                max_attempts: r.max_attempts,
-                token: r.claim_token,
-                event_id: r.event_id,
-                webhook_name: r.webhook_name,
-                webhook_id: r.webhook_id,
-                url,
-                url_refused,
-                method: r.method,
-                frozen_headers: &r.headers,
-                body: r.body,
-                timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
-                queue: r.queue,
-                credentials: SealedCredentials {
-                    headers: &r.static_headers,
-                    secret: r.secret.as_deref(),
-                    previous_secret: r.previous_secret.as_deref(),
-                },
-            })
+        .map(|r| (r.id, Some(claim_of(r))))
+        .collect();
+    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claims.contains_key(id)));
+    let unclaimed = if rest.is_empty() {
+        HashMap::new()
+    } else {
+        why_unclaimed(conn, rest)?
+    };
+    Ok(ids
+        .iter()
+        .map(|id| match claims.get_mut(id) {
+            Some(claim) => claim.take().map_or(Verdict::Stale, Verdict::Send),
+            // Every row not claimed has its verdict there.
+            None => unclaimed.get(id).cloned().unwrap_or(Verdict::Missing),
         })
-        .collect();
+        .collect())
+}
 
-    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claimed.contains(id)));
-    if rest.is_empty() {
-        return Ok(batch);
-    }
+/// The claim a claimed row allows, sent where the webhook points now.
+fn claim_of(r: ClaimRow) -> Claim {
+    let (url, url_refused) = match destination(&r) {
+        Ok(url) => (url, None),
+        Err(reason) => (r.url.clone(), Some(reason)),
+    };
+    Claim::new(ClaimSource {
+        log_id: r.id,
+        attempt: r.attempts,
+        max_attempts: r.max_attempts,
+        token: r.claim_token,
+        event_id: r.event_id,
+        webhook_name: r.webhook_name,
+        webhook_id: r.webhook_id,
+        url,
+        url_refused,
+        method: r.method,
+        frozen_headers: &r.headers,
+        body: r.body,
+        timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
+        queue: r.queue,
+        credentials: SealedCredentials {
+            headers: &r.static_headers,
+            secret: r.secret.as_deref(),
+            previous_secret: r.previous_secret.as_deref(),
+        },
+    })
+}
+
+/// Why each of `ids` (distinct rows the claim did not take) was not
+/// claimed: rows that may not be sent are made Exhausted here; the others
+/// are found leased, paused, stale or missing.
+fn why_unclaimed(
+    conn: &mut PgConnection,
+    ids: Vec<i64>,
+) -> Result<HashMap<i64, Verdict>, StoreError> {
     let exhausted: Vec<IdReason> = diesel::sql_query(EXHAUST_UNSENDABLE_SQL)
-        .bind::<Array<BigInt>, _>(&rest)
+        .bind::<Array<BigInt>, _>(&ids)
         .load(conn)?;
-    let done: HashSet<i64> = exhausted.iter().map(|r| r.id).collect();
-    batch.exhausted = exhausted
+    let mut verdicts: HashMap<i64, Verdict> = exhausted
         .into_iter()
-        .map(|r| (r.id, r.error.unwrap_or_default()))
+        .map(|r| (r.id, Verdict::Exhausted(r.error.unwrap_or_default())))
         .collect();
-
-    let rest: Vec<i64> = rest.into_iter().filter(|id| !done.contains(id)).collect();
+    let rest: Vec<i64> = ids
+        .into_iter()
+        .filter(|id| !verdicts.contains_key(id))
+        .collect();
     if rest.is_empty() {
-        return Ok(batch);
+        return Ok(verdicts);
     }
     #[derive(QueryableByName)]
     struct Found {
@@ -358,16 +387,17 @@ pub fn claim(
     .map(|r| (r.id, (r.lease, r.paused)))
     .collect();
     for id in rest {
-        match found.get(&id) {
-            Some((Some(left), _)) => batch
-                .leased
-                .push((id, Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))),
-            Some((None, true)) => batch.paused.push(id),
-            Some((None, false)) => batch.stale.push(id),
-            None => batch.missing.push(id),
-        }
+        let verdict = match found.get(&id) {
+            Some((Some(left), _)) => {
+                Verdict::Leased(Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))
+            }
+            Some((None, true)) => Verdict::Paused,
+            Some((None, false)) => Verdict::Stale,
+            None => Verdict::Missing,
+        };
+        verdicts.insert(id, verdict);
     }
-    Ok(batch)
+    Ok(verdicts)
 }
 
 /// Takes a workflow_transition row for its one synchronous attempt: the row
