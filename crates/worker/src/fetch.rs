@@ -16,9 +16,9 @@ use tokio::sync::Semaphore;
 use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::queue::{Conn, RedisQueue};
 
-use crate::start::Starter;
+use crate::start::{Reservation, Starter};
 use crate::stats::Counters;
-use crate::unit::{TakenJob, UnitOfWork, Unparsable};
+use crate::unit::{Claimable, TakenJob, UnitOfWork, Unparsable};
 
 /// A job as a take moved it: its queue, the processing list now holding it,
 /// and its bytes.
@@ -162,29 +162,32 @@ impl Fetcher {
             if jobs.is_empty() {
                 continue;
             }
-            let ready = self.reserve(jobs).await;
-            if ready.is_empty() {
+            let (ready, unnamed) = self.reserve(jobs).await;
+            if ready.is_empty() && unnamed.is_empty() {
                 continue;
             }
             // Claims are bounded inside the starter; the loop goes on
             // taking (and notices a shutdown) meanwhile.
             let starter = self.starter.clone();
-            tokio::spawn(async move { starter.claim_and_start(ready).await });
+            tokio::spawn(async move { starter.claim_and_start(ready, unnamed).await });
         }
     }
 
-    /// Parses the taken jobs and reserves each one's webhook slot. A job
-    /// whose webhook has no free slot (it slipped past the take's caps: a
-    /// blocking pop, or a webhook not seen before) goes to the back of the
-    /// queue and frees its delivery slot for someone else's job. A job that
-    /// does not parse is dead-lettered (on a task of its own: the loop does
-    /// not wait for Redis there).
-    async fn reserve(&mut self, jobs: Vec<TakenJob>) -> Vec<UnitOfWork> {
+    /// Parses the taken jobs and gives each that names its webhook its slot
+    /// there ([`Starter::reserve`]); those that name none are returned apart,
+    /// for the starter to look their webhook up. A job whose webhook has no
+    /// free slot (it slipped past the take's caps: a blocking pop, or a
+    /// webhook not seen before) goes to the back of the queue and frees its
+    /// delivery slot for someone else's job. A job that does not parse is
+    /// dead-lettered (on a task of its own: the loop does not wait for Redis
+    /// there).
+    async fn reserve(&mut self, jobs: Vec<TakenJob>) -> (Vec<Claimable>, Vec<UnitOfWork>) {
         let count = jobs.len();
         let mut ready = Vec::with_capacity(count);
+        let mut unnamed = Vec::new();
         let mut bounced = 0;
         for job in jobs {
-            let mut unit = match job.parse() {
+            let unit = match job.parse() {
                 Ok(unit) => unit,
                 Err(unparsable) => {
                     let starter = self.starter.clone();
@@ -195,25 +198,24 @@ impl Fetcher {
                     continue;
                 }
             };
-            let webhook = unit.job().webhook_id;
-            if let Some(webhook) = webhook {
-                self.starter.limits.seen(webhook);
-                match self.starter.limits.try_take(webhook) {
-                    Some(slot) => unit.hold_endpoint_slot(slot),
-                    None => {
-                        if let Err(e) = unit.bounce(&self.starter.queue).await {
-                            // It may or may not have moved: the orphan check
-                            // settles it once Redis answers.
-                            tracing::warn!(error = %e, "cannot put a job back; checking for it once Redis answers");
-                            self.suspect_orphans();
-                        } else {
-                            bounced += 1;
-                        }
-                        continue;
+            let Some(webhook) = unit.job().webhook_id else {
+                unnamed.push(unit);
+                continue;
+            };
+            self.starter.limits.seen(webhook);
+            match self.starter.reserve(unit, Some(webhook)) {
+                Reservation::Ready(job) => ready.push(job),
+                Reservation::Full { unit, .. } => {
+                    if let Err(e) = unit.bounce(&self.starter.queue).await {
+                        // It may or may not have moved: the orphan check
+                        // settles it once Redis answers.
+                        tracing::warn!(error = %e, "cannot put a job back; checking for it once Redis answers");
+                        self.suspect_orphans();
+                    } else {
+                        bounced += 1;
                     }
                 }
             }
-            ready.push(unit);
         }
         if bounced > 0 {
             Counters::add(&self.starter.counters.bounced, bounced as u64);
@@ -221,7 +223,7 @@ impl Fetcher {
                 let _ = tokio::time::timeout(SATURATED_WAIT, self.starter.limits.released()).await;
             }
         }
-        ready
+        (ready, unnamed)
     }
 
     /// Puts back jobs sitting in this worker's processing lists that it does

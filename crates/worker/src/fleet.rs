@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use hookfleet_core::queue::RedisQueue;
 
 use crate::limits::{EndpointLimits, FleetLease, FleetLimit, GiveBack};
-use crate::unit::UnitOfWork;
+use crate::unit::Claimable;
 
 /// How long a webhook whose fleet-wide concurrency is full counts as at its
 /// limit before this worker asks again (sooner if one of its own leases
@@ -67,30 +67,29 @@ impl FleetGate {
 
     /// Jobs holding a webhook slot not yet admitted, of webhooks with fleet
     /// limits, take a token and a lease each; returns the jobs that may be
-    /// claimed (the others are back on their queue).
-    pub async fn admit(&self, limits: &EndpointLimits, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+    /// claimed (the others give up their slot and are back on their queue).
+    pub async fn admit(&self, limits: &EndpointLimits, jobs: Vec<Claimable>) -> Vec<Claimable> {
         let limited = limits.fleet_limits_of(
-            units
-                .iter()
-                .filter(|u| !u.is_admitted())
-                .filter_map(UnitOfWork::endpoint_webhook),
+            jobs.iter()
+                .filter(|j| !j.is_admitted())
+                .filter_map(Claimable::webhook),
         );
         if limited.is_empty() {
-            return units;
+            return jobs;
         }
-        let mut ready = Vec::with_capacity(units.len());
-        let mut asking: BTreeMap<i64, Vec<UnitOfWork>> = BTreeMap::new();
-        for unit in units {
-            match unit.endpoint_webhook() {
-                Some(w) if !unit.is_admitted() && limited.contains_key(&w) => {
-                    asking.entry(w).or_default().push(unit)
+        let mut ready = Vec::with_capacity(jobs.len());
+        let mut asking: BTreeMap<i64, Vec<Claimable>> = BTreeMap::new();
+        for job in jobs {
+            match job.webhook() {
+                Some(w) if !job.is_admitted() && limited.contains_key(&w) => {
+                    asking.entry(w).or_default().push(job)
                 }
-                _ => ready.push(unit),
+                _ => ready.push(job),
             }
         }
-        for (webhook, mut units) in asking {
+        for (webhook, mut jobs) in asking {
             let limit = limited[&webhook];
-            let want = units.len() as u32;
+            let want = jobs.len() as u32;
             let (granted, leases) = match self.ask(webhook, limit, want).await {
                 Ok((granted, leases, refusal)) => {
                     if let Some((wait, by_rate)) = refusal {
@@ -105,19 +104,18 @@ impl FleetGate {
                     (0, Vec::new())
                 }
             };
-            let refused = units.split_off((granted as usize).min(units.len()));
+            let refused = jobs.split_off((granted as usize).min(jobs.len()));
             let mut leases = leases.into_iter();
-            for mut unit in units {
+            for mut job in jobs {
                 let lease = leases
                     .next()
                     .map(|lease| FleetLease::new(webhook, lease, self.back.clone()));
-                unit.admit(lease);
-                ready.push(unit);
+                job.admit(lease);
+                ready.push(job);
             }
             // Oldest last on a queue's consuming end: put back newest first.
-            for mut unit in refused.into_iter().rev() {
-                unit.free_endpoint_slot();
-                if let Err(e) = unit.requeue(&self.queue).await {
+            for job in refused.into_iter().rev() {
+                if let Err(e) = job.into_unit().requeue(&self.queue).await {
                     tracing::warn!(webhook, error = %e, "cannot put a job back on its queue");
                 }
             }

@@ -8,13 +8,15 @@
 //! - [`config`]: what a worker is told ([`WorkerConfig`]) and the defaults.
 //! - [`fetch`]: take jobs into this worker's processing lists (no more of a
 //!   webhook's than it has slots for).
-//! - [`start`]: claim the taken jobs' rows in one statement and start the
-//!   deliveries, while the fetch loop takes the next jobs.
+//! - [`start`]: give each job its webhook's slot (the one place it is
+//!   taken), claim the jobs' rows in one statement, one verdict per row, and
+//!   start the deliveries, while the fetch loop takes the next jobs.
 //! - [`record`]: write outcomes in batches, then ack and release keys.
 //! - [`health`]: the recorded attempts counted in their webhooks' health
 //!   once a second (and the auto-pause).
-//! - [`unit`]: a taken job, owning its slots, and its verbs (acknowledge,
-//!   dead-letter, bounce).
+//! - [`unit`]: a taken job, parsed once, owning its delivery slot, and its
+//!   verbs (acknowledge, dead-letter, bounce); a job ready to claim, owning
+//!   its webhook's slot until the answer is in.
 //! - [`stats`]: counters and the periodic summary line.
 //! - [`limits`]: per-webhook concurrency limits, so one slow webhook holds
 //!   only its own slots; a job's slot at its webhook and the fleet-wide

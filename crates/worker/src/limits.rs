@@ -119,9 +119,11 @@ pub struct EndpointLimits {
     released: Arc<Notify>,
 }
 
-/// One request's slot at its webhook, taken before the job's row is claimed.
-/// Dropping it frees the slot, notes whether the request (if it went out)
-/// was slow, and wakes whoever waits for a slot.
+/// One request's slot at its webhook, taken before the job's row is claimed
+/// (by the starter's `reserve`) and owned by the job's `Claimable` until the
+/// answer is in. Dropping it frees the slot and any fleet-wide lease, notes
+/// whether the request (if it went out) was slow, and wakes whoever waits
+/// for a slot.
 pub struct EndpointSlot {
     webhook: i64,
     slot: u64,
@@ -344,12 +346,17 @@ impl EndpointLimits {
         state.endpoints.entry(webhook).or_default().seen = Some(Instant::now());
     }
 
+    /// Whether `webhook` may start another request now.
+    fn has_room(&self, state: &State, webhook: i64) -> bool {
+        let now = Instant::now();
+        let active = Self::active(state, now);
+        self.free(state, webhook, now, active) > 0
+    }
+
     /// A slot for `webhook`, or None when it is at its limit.
     pub fn try_take(&self, webhook: i64) -> Option<EndpointSlot> {
         let mut state = self.state.lock().expect("limits lock");
-        let now = Instant::now();
-        let active = Self::active(&state, now);
-        if self.free(&state, webhook, now, active) == 0 {
+        if !self.has_room(&state, webhook) {
             return None;
         }
         let slot = state.next_slot;
@@ -370,15 +377,17 @@ impl EndpointLimits {
         })
     }
 
-    /// Waits for a slot (for jobs that did not name their webhook).
-    pub async fn take(&self, webhook: i64) -> EndpointSlot {
+    /// Resolves once `webhook` has room for another request: a job waiting
+    /// for its slot then takes one ([`EndpointLimits::try_take`]), and if
+    /// another job was quicker, waits again.
+    pub async fn room(&self, webhook: i64) {
         loop {
             // Registered before looking, so a slot freed in between wakes it.
             let released = self.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            if let Some(slot) = self.try_take(webhook) {
-                return slot;
+            if self.has_room(&self.state.lock().expect("limits lock"), webhook) {
+                return;
             }
             // Look again now and then in any case.
             let _ = tokio::time::timeout(SLOW_AFTER, released).await;
@@ -526,12 +535,16 @@ mod tests {
         let held = limits.try_take(5).unwrap();
         let waiter = {
             let limits = limits.clone();
-            tokio::spawn(async move { limits.take(5).await })
+            tokio::spawn(async move {
+                limits.room(5).await;
+                limits.try_take(5)
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         let freed = Instant::now();
         drop(held);
-        let _slot = waiter.await.unwrap();
+        let slot = waiter.await.unwrap();
         assert!(freed.elapsed() < SLOW_AFTER / 2, "{:?}", freed.elapsed());
+        assert!(slot.is_some(), "the freed slot is the waiter's");
     }
 }

@@ -4,6 +4,12 @@
 //! the jobs that cannot be sent are acked (Exhausted, or stale), or
 //! dead-lettered (naming no row). Several claims run at once (the fetch loop
 //! does not wait for them).
+//!
+//! [`Starter::reserve`] is the one place a job takes its webhook's slot,
+//! whether the fetch loop just took it, its webhook had to be looked up, it
+//! waited for a slot or for another attempt's lease. The [`Claimable`] it
+//! makes frees the slot itself: with the answer, or at a verdict that does
+//! not send.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,7 +30,7 @@ use crate::fleet::FleetGate;
 use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
-use crate::unit::{Held, TakenJob, UnitOfWork};
+use crate::unit::{Claimable, Held, TakenJob, UnitOfWork};
 
 /// The longest a job waits for another attempt's lease: a lease is at most
 /// the longest webhook timeout (60 s) plus the lease margin.
@@ -44,6 +50,14 @@ pub const CLAIMS_IN_FLIGHT: usize = 2;
 /// split (or, for one row, given up): a deadlock or a statement timeout
 /// passes; a row that cannot be claimed does not.
 pub const CLAIM_REFUSALS: u32 = 3;
+
+/// Whether a job got its webhook's slot.
+pub enum Reservation {
+    /// It holds its slot (or has no webhook to hold one at): ready to claim.
+    Ready(Claimable),
+    /// Its webhook is at its limit.
+    Full { unit: UnitOfWork, webhook: i64 },
+}
 
 /// How a claim statement ended, short of a failure worth retrying.
 enum Claimed {
@@ -73,15 +87,49 @@ pub struct Starter {
 }
 
 impl Starter {
-    /// Gives each job its webhook's slot, claims the rows of those that have
-    /// one, and starts a delivery for each claimed row. A job whose webhook
-    /// has no free slot waits for one on its own task, unclaimed.
-    pub async fn claim_and_start(self: &Arc<Self>, units: Vec<UnitOfWork>) {
-        let units = self.with_endpoint_slots(units).await;
-        if units.is_empty() {
+    /// The one place a job takes its slot at its webhook (`webhook`: None
+    /// when it has none to take one at: its row is missing or its webhook
+    /// deleted, and it is never sent). A job whose webhook is at its limit
+    /// is handed back, for the caller to put back on its queue or to wait.
+    pub fn reserve(&self, unit: UnitOfWork, webhook: Option<i64>) -> Reservation {
+        let Some(webhook) = webhook else {
+            return Reservation::Ready(Claimable::new(unit, None));
+        };
+        match self.limits.try_take(webhook) {
+            Some(slot) => Reservation::Ready(Claimable::new(unit, Some(slot))),
+            None => Reservation::Full { unit, webhook },
+        }
+    }
+
+    /// Claims the rows of `ready` (jobs holding their webhook's slot) and
+    /// starts a delivery for each claimed row. `unslotted`: jobs that have no
+    /// slot yet (they do not name their webhook, or come back from a lease):
+    /// each takes one first, or if its webhook is at its limit waits for one
+    /// on a task of its own, unclaimed.
+    pub async fn claim_and_start(
+        self: &Arc<Self>,
+        mut ready: Vec<Claimable>,
+        unslotted: Vec<UnitOfWork>,
+    ) {
+        if !unslotted.is_empty() {
+            let Some(found) = self.webhooks(unslotted).await else {
+                // Left in the processing list: the drain puts them back.
+                return;
+            };
+            for (unit, webhook) in found {
+                match self.reserve(unit, webhook) {
+                    Reservation::Ready(job) => ready.push(job),
+                    Reservation::Full { unit, webhook } => {
+                        self.claim_when_slot_frees(unit, webhook)
+                    }
+                }
+            }
+        }
+        let jobs = self.fleet.admit(&self.limits, ready).await;
+        if jobs.is_empty() {
             return;
         }
-        let ids: Vec<i64> = units.iter().map(UnitOfWork::log_id).collect();
+        let ids: Vec<i64> = jobs.iter().map(Claimable::log_id).collect();
         let Some(verdicts) = self.claim(ids).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
@@ -89,43 +137,38 @@ impl Starter {
         };
         let mut done: Vec<UnitOfWork> = Vec::new();
         let mut of_paused: Vec<UnitOfWork> = Vec::new();
-        // One verdict per job, in order.
-        for (mut unit, verdict) in units.into_iter().zip(verdicts) {
-            let id = unit.log_id();
+        // One verdict per job, in order. Only a Send keeps the webhook's
+        // slot; every other verdict frees it (into_unit) before the job goes
+        // on.
+        for (job, verdict) in jobs.into_iter().zip(verdicts) {
+            let id = job.log_id();
             match verdict {
-                Verdict::Send(claim) => self.start(unit, claim),
+                Verdict::Send(claim) => self.start(job, claim),
                 Verdict::Exhausted(reason) => {
                     Counters::add(&self.counters.exhausted, 1);
                     hookfleet_core::observe::metrics()
                         .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
                     tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
-                    unit.free_endpoint_slot();
-                    done.push(unit);
+                    done.push(job.into_unit());
                 }
                 Verdict::Leased(left) => {
                     // Another attempt holds the row (its worker may have died
                     // and this job been recovered from it): claim it when the
                     // lease ends, keeping the job (not the webhook's slot)
                     // until then.
-                    unit.free_endpoint_slot();
-                    self.claim_after_lease(unit, left);
+                    self.claim_after_lease(job.into_unit(), left);
                 }
-                Verdict::Paused => {
-                    unit.free_endpoint_slot();
-                    of_paused.push(unit);
-                }
+                Verdict::Paused => of_paused.push(job.into_unit()),
                 Verdict::Missing => {
-                    unit.free_endpoint_slot();
                     let reason = format!("job names log id {id}, which does not exist");
-                    self.dead_letter(unit.into(), &reason).await;
+                    self.dead_letter(job.into_unit().into(), &reason).await;
                 }
                 Verdict::Refused(reason) => {
                     // The row stays in Postgres; the sweeper enqueues it again
                     // once it is due, and the dead letter says why this job
                     // could not claim it.
-                    unit.free_endpoint_slot();
                     let reason = format!("the database refused to claim row {id}: {reason}");
-                    self.dead_letter(unit.into(), &reason).await;
+                    self.dead_letter(job.into_unit().into(), &reason).await;
                 }
                 Verdict::Stale => {
                     // Terminal, not due, or a second job for a row this batch
@@ -135,8 +178,7 @@ impl Starter {
                     // attempt's key.
                     Counters::add(&self.counters.stale, 1);
                     tracing::debug!(log_id = id, "stale job dropped without a request");
-                    unit.free_endpoint_slot();
-                    done.push(unit);
+                    done.push(job.into_unit());
                 }
             }
         }
@@ -176,21 +218,21 @@ impl Starter {
         done
     }
 
-    /// Takes a webhook slot for every job whose webhook is known (from the
-    /// job, or for jobs that do not name it, from its row). Jobs whose webhook
-    /// is at its limit wait for a slot on a task of their own, then claim.
-    /// Returns the jobs ready to claim.
-    async fn with_endpoint_slots(self: &Arc<Self>, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+    /// Each job's webhook: the one it names, or for a job that names none,
+    /// its row's (looked up in one statement, retried while the database
+    /// does not answer; a webhook found so counts as seen). None: told to
+    /// stop meanwhile.
+    async fn webhooks(&self, units: Vec<UnitOfWork>) -> Option<Vec<(UnitOfWork, Option<i64>)>> {
         let unnamed: Vec<i64> = units
             .iter()
-            .filter(|u| !u.has_endpoint_slot() && u.job().webhook_id.is_none())
+            .filter(|u| u.job().webhook_id.is_none())
             .map(UnitOfWork::log_id)
             .collect();
         let looked_up: HashMap<i64, Option<i64>> = if unnamed.is_empty() {
             HashMap::new()
         } else {
             let unnamed = Arc::new(unnamed);
-            let found = retry_until_stopped(
+            retry_until_stopped(
                 self.config.shutdown.requested(1),
                 |e, wait| {
                     tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
@@ -201,52 +243,51 @@ impl Starter {
                     self.store.run(move |c| deliveries::webhooks_of(c, &ids))
                 },
             )
-            .await;
-            match found {
-                Ok(found) => found.into_iter().collect(),
-                // Left in the processing list: the drain puts them back.
-                Err(_) => return Vec::new(),
-            }
+            .await
+            .ok()?
+            .into_iter()
+            .collect()
         };
-        let mut ready = Vec::with_capacity(units.len());
-        for mut unit in units {
-            let job = unit.job();
-            let webhook = job
-                .webhook_id
-                .or_else(|| looked_up.get(&job.log_id).copied().flatten());
-            if let (Some(w), None) = (webhook, job.webhook_id) {
-                self.limits.seen(w);
-            }
-            match webhook {
-                Some(w) if !unit.has_endpoint_slot() => match self.limits.try_take(w) {
-                    Some(slot) => {
-                        unit.hold_endpoint_slot(slot);
-                        ready.push(unit);
-                    }
-                    None => self.claim_when_slot_frees(unit, w),
-                },
-                _ => ready.push(unit),
-            }
-        }
-        self.fleet.admit(&self.limits, ready).await
+        let found = units
+            .into_iter()
+            .map(|unit| {
+                let job = unit.job();
+                let webhook = job
+                    .webhook_id
+                    .or_else(|| looked_up.get(&job.log_id).copied().flatten());
+                if let (Some(w), None) = (webhook, job.webhook_id) {
+                    self.limits.seen(w);
+                }
+                (unit, webhook)
+            })
+            .collect();
+        Some(found)
     }
 
-    /// Waits for a slot at `webhook`, then claims the job's row.
-    fn claim_when_slot_frees(self: &Arc<Self>, mut unit: UnitOfWork, webhook: i64) {
+    /// Waits until `webhook` has room, then takes the job's slot there and
+    /// claims its row (if another job took the room first, it waits again).
+    fn claim_when_slot_frees(self: &Arc<Self>, unit: UnitOfWork, webhook: i64) {
         let this = self.clone();
         tokio::spawn(async move {
-            let slot = tokio::select! {
-                slot = this.limits.take(webhook) => slot,
-                // A draining worker puts the job back instead of waiting.
-                _ = this.config.shutdown.requested(1) => return,
+            let mut unit = unit;
+            let job = loop {
+                tokio::select! {
+                    _ = this.limits.room(webhook) => {}
+                    // A draining worker puts the job back instead of waiting.
+                    _ = this.config.shutdown.requested(1) => return,
+                }
+                match this.reserve(unit, Some(webhook)) {
+                    Reservation::Ready(job) => break job,
+                    Reservation::Full { unit: again, .. } => unit = again,
+                }
             };
-            unit.hold_endpoint_slot(slot);
-            Box::pin(this.claim_and_start(vec![unit])).await;
+            Box::pin(this.claim_and_start(vec![job], Vec::new())).await;
         });
     }
 
     /// Claims the job's row once the lease that holds it (`left` to run, by
-    /// the database's clock) has ended.
+    /// the database's clock) has ended, taking its webhook's slot again
+    /// first.
     fn claim_after_lease(self: &Arc<Self>, unit: UnitOfWork, left: std::time::Duration) {
         let this = self.clone();
         let wait = left.min(MAX_LEASE_WAIT) + LEASE_SLACK;
@@ -256,7 +297,7 @@ impl Starter {
                 // A draining worker puts the job back instead of waiting.
                 _ = this.config.shutdown.requested(1) => return,
             }
-            Box::pin(this.claim_and_start(vec![unit])).await;
+            Box::pin(this.claim_and_start(Vec::new(), vec![unit])).await;
         });
     }
 
@@ -334,7 +375,7 @@ impl Starter {
     }
 
     /// Starts one delivery; its outcome goes to the recorder with the job.
-    fn start(&self, mut unit: UnitOfWork, claim: Claim) {
+    fn start(&self, job: Claimable, claim: Claim) {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
@@ -345,18 +386,19 @@ impl Starter {
         let span = tracing::debug_span!("delivery", log_id = claim.log_id,
             attempt = claim.attempt, webhook = %claim.webhook_name);
         let delivery = async move {
-            unit.sending();
+            let (unit, slot) = job.send();
             let metrics = hookfleet_core::observe::metrics();
             let sent = std::time::Instant::now();
             let report = {
+                // The webhook's slot (and its fleet-wide lease) bounds
+                // requests at its receiver: it goes when the answer is in, at
+                // the end of this block, while the job keeps its delivery
+                // slot until the outcome is recorded.
+                let _slot = slot;
                 let _in_flight = metrics.in_flight_guard();
                 deliver::send(&http, &config.policy, &claim).await
             };
             metrics.request_took(&claim.webhook_name, sent.elapsed());
-            // The webhook's slot bounds requests at its receiver: it is free
-            // as soon as the answer is in, while the job keeps its delivery
-            // slot until the outcome is recorded.
-            unit.free_endpoint_slot();
             let outcome = attempt::judge(&claim, &report, &config.schedule, true);
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");

@@ -7,15 +7,18 @@
 //!
 //! A job is taken as bytes ([`TakenJob`]) and parsed once: one that does not
 //! parse can only be dead-lettered; one that does becomes a [`UnitOfWork`],
-//! which owns its [`Job`] from then on.
+//! which owns its [`Job`] from then on. Before its row is claimed it takes
+//! its slot at its webhook and becomes [`Claimable`].
 //!
 //! Each owns everything the job holds in this process: its delivery slot
-//! (a permit of `--concurrency`), its webhook slot while its request is out,
-//! and its entry in [`Held`]. The verbs (acknowledge, dead-letter, bounce)
-//! consume it, and dropping it frees them all, so no slot can be freed twice
-//! or forgotten. A unit dropped without a verb leaves its job in the
-//! processing list, no longer held: the worker's periodic orphan check puts
-//! it back on its queue.
+//! (a permit of `--concurrency`) and its entry in [`Held`], from the pop to
+//! the ack; a [`Claimable`] its webhook slot too, which it gives to the
+//! delivery (dropped when the answer is in) or frees as soon as the claim
+//! says nothing is sent. The verbs (acknowledge, dead-letter, bounce)
+//! consume the job, and dropping it frees what it holds, so no slot can be
+//! freed twice or forgotten. A unit dropped without a verb leaves its job in
+//! the processing list, no longer held: the worker's periodic orphan check
+//! puts it back on its queue.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -86,11 +89,7 @@ impl TakenJob {
     /// common answer stays small).
     pub fn parse(self) -> Result<UnitOfWork, Box<Unparsable>> {
         match Job::decode(&self.raw) {
-            Ok(job) => Ok(UnitOfWork {
-                taken: self,
-                job,
-                endpoint: None,
-            }),
+            Ok(job) => Ok(UnitOfWork { taken: self, job }),
             Err(reason) => Err(Box::new(Unparsable { job: self, reason })),
         }
     }
@@ -123,8 +122,6 @@ pub struct UnitOfWork {
     taken: TakenJob,
     /// The job, parsed.
     job: Job,
-    /// Its slot at its webhook: held from before the claim until the answer.
-    endpoint: Option<EndpointSlot>,
 }
 
 impl std::fmt::Debug for UnitOfWork {
@@ -138,8 +135,7 @@ impl std::fmt::Debug for UnitOfWork {
 
 impl From<UnitOfWork> for TakenJob {
     /// The job as taken, still holding its delivery slot and its entry in
-    /// [`Held`] (its webhook slot, if any, is freed): for the verbs any
-    /// taken job has, such as dead-lettering.
+    /// [`Held`]: for the verbs any taken job has, such as dead-lettering.
     fn from(unit: UnitOfWork) -> TakenJob {
         unit.taken
     }
@@ -153,45 +149,6 @@ impl UnitOfWork {
     /// The row the job names.
     pub fn log_id(&self) -> i64 {
         self.job.log_id
-    }
-
-    pub fn has_endpoint_slot(&self) -> bool {
-        self.endpoint.is_some()
-    }
-
-    pub fn hold_endpoint_slot(&mut self, slot: EndpointSlot) {
-        self.endpoint = Some(slot);
-    }
-
-    /// The webhook whose slot this job holds.
-    pub fn endpoint_webhook(&self) -> Option<i64> {
-        self.endpoint.as_ref().map(EndpointSlot::webhook)
-    }
-
-    /// Whether its slot passed the fleet-wide limits.
-    pub fn is_admitted(&self) -> bool {
-        self.endpoint
-            .as_ref()
-            .is_some_and(EndpointSlot::is_admitted)
-    }
-
-    /// Its slot passed the fleet-wide limits, with `lease` if any.
-    pub fn admit(&mut self, lease: Option<FleetLease>) {
-        if let Some(slot) = &mut self.endpoint {
-            slot.admit(lease);
-        }
-    }
-
-    /// The request is going out: its webhook slot's clock starts now.
-    pub fn sending(&self) {
-        if let Some(slot) = &self.endpoint {
-            slot.sending();
-        }
-    }
-
-    /// Frees the webhook slot (the request is answered, or the job waits).
-    pub fn free_endpoint_slot(&mut self) {
-        self.endpoint = None;
     }
 
     fn ack_item(&self) -> Ack {
@@ -254,6 +211,73 @@ impl UnitOfWork {
             .bounce(&t.processing, &t.queue, &t.raw)
             .await
             .map(|_| ())
+    }
+}
+
+/// A job ready to claim: its unit of work and its slot at its webhook,
+/// taken before the claim so that no row's lease ticks while a job waits
+/// for one (none when the job's webhook is not known: its row is missing or
+/// its webhook deleted, and it is never sent). Made only by the starter's
+/// `reserve`. It releases the slot itself: the slot moves into the delivery
+/// when the row is claimed ([`Claimable::send`]) and is dropped when the
+/// answer is in; for every other verdict the unit goes on alone
+/// ([`Claimable::into_unit`]) and the slot is freed at once.
+#[must_use = "a job ready to claim must be sent, or go on without its slot"]
+pub struct Claimable {
+    unit: UnitOfWork,
+    slot: Option<EndpointSlot>,
+}
+
+impl std::fmt::Debug for Claimable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claimable")
+            .field("unit", &self.unit)
+            .field("webhook", &self.webhook())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Claimable {
+    pub(crate) fn new(unit: UnitOfWork, slot: Option<EndpointSlot>) -> Claimable {
+        Claimable { unit, slot }
+    }
+
+    /// The row the job names.
+    pub fn log_id(&self) -> i64 {
+        self.unit.log_id()
+    }
+
+    /// The webhook whose slot the job holds.
+    pub fn webhook(&self) -> Option<i64> {
+        self.slot.as_ref().map(EndpointSlot::webhook)
+    }
+
+    /// Whether its slot passed the fleet-wide limits.
+    pub fn is_admitted(&self) -> bool {
+        self.slot.as_ref().is_some_and(EndpointSlot::is_admitted)
+    }
+
+    /// Its slot passed the fleet-wide limits, with `lease` if any.
+    pub fn admit(&mut self, lease: Option<FleetLease>) {
+        if let Some(slot) = &mut self.slot {
+            slot.admit(lease);
+        }
+    }
+
+    /// The request goes out: the unit, and the webhook's slot with its
+    /// clock started, for the delivery to drop once the answer is in.
+    pub fn send(self) -> (UnitOfWork, Option<EndpointSlot>) {
+        if let Some(slot) = &self.slot {
+            slot.sending();
+        }
+        (self.unit, self.slot)
+    }
+
+    /// No request for this job (the claim did not send it, or the fleet has
+    /// no room for its webhook): the webhook's slot and any fleet-wide lease
+    /// are freed here, and the unit goes on without them.
+    pub fn into_unit(self) -> UnitOfWork {
+        self.unit
     }
 }
 
