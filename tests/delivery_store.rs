@@ -11,24 +11,25 @@ use diesel::sql_types::BigInt;
 use hookfleet_core::attempt::{Claim, Outcome, OutcomeStatus, LEASE_MARGIN};
 use hookfleet_core::error::{Refusal, StoreError};
 use hookfleet_core::model::{DeliveryStatus, NewDelivery, WebhookRow};
-use hookfleet_core::store::deliveries::{self, ClaimBatch, ListFilter, WebhookRows};
+use hookfleet_core::store::deliveries::{self, ListFilter, Verdict, WebhookRows};
 use hookfleet_core::store::webhooks;
 use hookfleet_testkit::{spec, TestEnv, NOWHERE};
 
-fn claim(env: &TestEnv, id: i64) -> ClaimBatch {
-    env.store
+/// The claim's verdict on the row `id`.
+fn claim(env: &TestEnv, id: i64) -> Verdict {
+    let mut verdicts = env
+        .store
         .run_sync(|c| deliveries::claim(c, &[id], LEASE_MARGIN))
-        .expect("claim")
+        .expect("claim");
+    assert_eq!(verdicts.len(), 1, "one verdict per row: {verdicts:?}");
+    verdicts.remove(0)
 }
 
 fn claimed(env: &TestEnv, id: i64) -> Claim {
-    let mut batch = claim(env, id);
-    assert_eq!(
-        batch.claimed.len(),
-        1,
-        "row {id} was not claimed: {batch:?}"
-    );
-    batch.claimed.remove(0)
+    match claim(env, id) {
+        Verdict::Send(claim) => claim,
+        other => panic!("row {id} was not claimed: {other:?}"),
+    }
 }
 
 fn outcome(claim: &Claim, status: DeliveryStatus) -> Outcome {
@@ -106,10 +107,9 @@ async fn a_claim_counts_the_attempt_leases_the_row_and_moves_its_token() {
 
     let again = claim(&env, id);
     assert!(
-        again.claimed.is_empty(),
-        "a leased row is not claimed twice"
+        matches!(again, Verdict::Leased(_)),
+        "a leased row is not claimed twice: {again:?}"
     );
-    assert_eq!(again.leased.len(), 1, "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +119,7 @@ async fn a_lease_is_judged_by_the_database_clock() {
     claimed(&env, id);
     set_lease(&env, id, 3600);
     assert!(
-        claim(&env, id).claimed.is_empty(),
+        !matches!(claim(&env, id), Verdict::Send(_)),
         "an hour left: still held"
     );
     assert!(matches!(
@@ -242,10 +242,11 @@ async fn a_disabled_webhooks_due_row_is_exhausted_without_a_claim() {
     let env = TestEnv::new();
     let id = one_row(&env).await;
     env.set_enabled("orders", false);
-    let batch = claim(&env, id);
-    assert!(batch.claimed.is_empty());
-    assert_eq!(batch.exhausted.len(), 1, "{batch:?}");
-    assert!(batch.exhausted[0].1.contains("disabled"), "{batch:?}");
+    let verdict = claim(&env, id);
+    assert!(
+        matches!(&verdict, Verdict::Exhausted(reason) if reason.contains("disabled")),
+        "{verdict:?}"
+    );
     let row = env.row(id);
     assert_eq!(row.status, DeliveryStatus::Exhausted);
     assert_eq!(row.attempts, 0, "no attempt was made");
@@ -452,8 +453,8 @@ async fn a_workflow_transition_given_up_before_its_attempt_is_not_taken_for_it()
         .id;
     set_lease(&env, id, -1);
     // A worker finds it (the producer died, say): it is given up, unsent.
-    let batch = claim(&env, id);
-    assert_eq!(batch.exhausted.len(), 1, "{batch:?}");
+    let verdict = claim(&env, id);
+    assert!(matches!(verdict, Verdict::Exhausted(_)), "{verdict:?}");
     let taken = env
         .store
         .run_sync(|c| deliveries::take_for_transition(c, id, 1, Duration::from_secs(35)));

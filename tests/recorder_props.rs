@@ -13,11 +13,11 @@ use tokio::sync::{mpsc, Semaphore};
 use hookfleet_core::attempt::{Outcome, OutcomeStatus, LEASE_MARGIN};
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::deliveries;
+use hookfleet_core::store::deliveries::{self, Verdict};
 use hookfleet_testkit::{sales_orders, spec, wait, TestEnv};
 use hookfleet_worker::record::{Finished, Recorder};
 use hookfleet_worker::stats::Counters;
-use hookfleet_worker::unit::{Held, UnitOfWork};
+use hookfleet_worker::unit::{Held, TakenJob};
 
 /// Bytes the test database refuses in a response body (a CHECK constraint
 /// added for this test): what a truly unwritable outcome looks like.
@@ -117,11 +117,16 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
         assert!(!taken.is_empty(), "every row has its job");
         raws.extend(taken);
     }
-    let claims = env
+    let claims: Vec<_> = env
         .store
         .run_sync(|c| deliveries::claim(c, &ids, LEASE_MARGIN))
         .expect("claim")
-        .claimed;
+        .into_iter()
+        .filter_map(|verdict| match verdict {
+            Verdict::Send(claim) => Some(claim),
+            _ => None,
+        })
+        .collect();
     assert_eq!(claims.len(), ids.len());
 
     let held = Arc::new(Held::default());
@@ -139,14 +144,14 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut expected = Vec::new();
     for ((raw, claim), case) in raws.into_iter().zip(&claims).zip(&cases) {
-        let mut unit = UnitOfWork::taken(
+        let unit = TakenJob::new(
             "default",
             &processing,
             raw,
             slots.clone().try_acquire_owned().expect("slot"),
             &held,
         );
-        unit.parse().expect("a job the producer wrote");
+        let unit = unit.parse().expect("a job the producer wrote");
         let outcome = Outcome {
             log_id: claim.log_id,
             attempt: claim.attempt,

@@ -1,12 +1,15 @@
-//! One attempt as data: the claim that allows it, what happened on the wire,
-//! and the outcome to record. No I/O here: [`crate::deliver`] sends, the
-//! store records, and both speak these types.
+//! One attempt as data: the claim that allows it (built in one place,
+//! [`Claim::new`], from a stored request and its webhook's sealed
+//! credentials, for the worker and the producer alike), what happened on
+//! the wire, and the outcome to record. No I/O here: [`crate::deliver`]
+//! sends, the store records, and both speak these types.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{DeliveryStatus, Header};
+use crate::at_rest::{self, Purpose};
+use crate::model::{open_signing_keys, parse_headers, DeliveryStatus, Header};
 use crate::schedule::RetrySchedule;
 use crate::sign::SigningKeys;
 
@@ -48,6 +51,111 @@ pub struct Claim {
     /// configured): the attempt fails with this reason, without a request,
     /// and is tried again on the schedule.
     pub credentials_error: Option<String>,
+}
+
+/// What a [`Claim`] is made from: a stored request taken for one attempt,
+/// and its webhook's credentials as they are now. The worker's claims and
+/// the producer's workflow_transition attempts are both built from one, so
+/// both judge a stored request and open credentials the same way.
+pub struct ClaimSource<'a> {
+    pub log_id: i64,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub token: i64,
+    pub event_id: String,
+    pub webhook_name: String,
+    pub webhook_id: Option<i64>,
+    /// Where the request goes.
+    pub url: String,
+    /// Why it may not go there (any more): the attempt is then unsendable.
+    pub url_refused: Option<String>,
+    pub method: String,
+    /// The row's frozen headers (its body's Content-Type), as stored.
+    pub frozen_headers: &'a serde_json::Value,
+    pub body: String,
+    pub timeout: Duration,
+    pub queue: String,
+    pub credentials: SealedCredentials<'a>,
+}
+
+/// A webhook's credentials as stored: sealed at rest, opened only for an
+/// attempt.
+pub struct SealedCredentials<'a> {
+    /// Its static headers (`[{"key": …, "value": …}]`), values sealed.
+    pub headers: &'a serde_json::Value,
+    pub secret: Option<&'a str>,
+    /// The previous secret, only while a rotation is open.
+    pub previous_secret: Option<&'a str>,
+}
+
+impl SealedCredentials<'_> {
+    /// The headers and signing keys an attempt sends: the row's `frozen`
+    /// headers (its body's Content-Type) with the webhook's static headers as
+    /// they are now, opened, over them; and the webhook's secrets, opened. A
+    /// value that cannot be opened (its key is not configured) is the
+    /// attempt's error: it is tried again later, not sent without its
+    /// credentials.
+    fn open(&self, frozen: Vec<Header>) -> (Vec<Header>, SigningKeys, Option<String>) {
+        let ring = at_rest::keyring();
+        let mut error = None;
+        let mut statics = Vec::new();
+        for h in parse_headers(self.headers).unwrap_or_default() {
+            match ring.open(&h.value, Purpose::HeaderValue) {
+                Ok(value) => statics.push(Header { key: h.key, value }),
+                Err(e) => {
+                    error.get_or_insert(format!(
+                        "the value of header {:?} cannot be opened: {e}",
+                        h.key
+                    ));
+                }
+            }
+        }
+        let mut headers: Vec<Header> = frozen
+            .into_iter()
+            .filter(|f| !statics.iter().any(|s| s.key.eq_ignore_ascii_case(&f.key)))
+            .collect();
+        headers.extend(statics);
+        let keys = match open_signing_keys(self.secret, self.previous_secret) {
+            Ok(k) => k,
+            Err(e) => {
+                error.get_or_insert(format!("the signing secret cannot be opened: {e}"));
+                SigningKeys::default()
+            }
+        };
+        (headers, keys, error)
+    }
+}
+
+impl Claim {
+    /// The claim `source` allows: its credentials opened, and any defect of
+    /// the stored request (a destination refused, headers that do not
+    /// parse) noted so the attempt fails without a request.
+    pub fn new(source: ClaimSource<'_>) -> Claim {
+        let (frozen, headers_defect) = match parse_headers(source.frozen_headers) {
+            Ok(h) => (h, None),
+            Err(reason) => (Vec::new(), Some(reason)),
+        };
+        let (headers, keys, credentials_error) = source.credentials.open(frozen);
+        Claim {
+            log_id: source.log_id,
+            attempt: source.attempt,
+            max_attempts: source.max_attempts,
+            token: source.token,
+            event_id: source.event_id,
+            webhook_name: source.webhook_name,
+            webhook_id: source.webhook_id,
+            url: source.url,
+            method: source.method,
+            headers,
+            body: source.body,
+            timeout: source.timeout,
+            keys,
+            queue: source.queue,
+            // A refused destination is named before a header defect.
+            defect: source.url_refused.or(headers_defect),
+            credentials_error,
+        }
+    }
 }
 
 /// What happened on the wire.

@@ -22,19 +22,19 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use hookfleet_core::attempt::{self, Claim, LEASE_MARGIN};
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::attempt::{self, Claim, ClaimSource, SealedCredentials, LEASE_MARGIN};
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::config::format_duration;
 use hookfleet_core::deliver;
 use hookfleet_core::error::{Refusal, RenderError, StoreError};
 use hookfleet_core::model::{
-    check_event_id, new_event_id, parse_headers, process_identity, DeliveryStatus, NewDelivery,
-    Webhook,
+    check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook,
 };
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::ssrf::NetworkPolicy;
-use hookfleet_core::store::{deliveries, health, Store};
+use hookfleet_core::store::deliveries::{self, OutcomeWrite};
+use hookfleet_core::store::{health, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
 use hookfleet_core::render::{Renderer, RequestBuilder};
@@ -683,19 +683,9 @@ impl Producer {
             .run(move |c| deliveries::take_for_transition(c, log_id, inserted_token, lease))
             .await
             .map_err(Transition::NotSent)?;
-        let (frozen, defect) = match parse_headers(&row.headers) {
-            Ok(h) => (h, None),
-            Err(reason) => (Vec::new(), Some(reason)),
-        };
         // The webhook's static headers and secrets as they are now.
         let now = Utc::now();
-        let (headers, keys, credentials_error) = deliveries::credentials(
-            frozen,
-            &hook.headers,
-            hook.secret.clone(),
-            hook.previous_secret.clone().filter(|_| hook.rotating(now)),
-        );
-        let claim = Claim {
+        let claim = Claim::new(ClaimSource {
             log_id,
             attempt: 1,
             max_attempts: 1,
@@ -704,15 +694,21 @@ impl Producer {
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
             url: row.url.clone(),
+            url_refused: None,
             method: row.method.clone(),
-            headers,
+            frozen_headers: &row.headers,
             body: row.body.clone(),
             timeout: hook.timeout(),
-            keys,
             queue: row.queue.clone(),
-            defect,
-            credentials_error,
-        };
+            credentials: SealedCredentials {
+                headers: &hook.headers,
+                secret: hook.secret.as_deref(),
+                previous_secret: hook
+                    .previous_secret
+                    .as_deref()
+                    .filter(|_| hook.rotating(now)),
+            },
+        });
         let report = deliver::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
         let (status, error) = (outcome.status.into(), outcome.error.clone());
@@ -741,30 +737,28 @@ impl Producer {
     /// ("interrupted"), so the outcome must not be lost silently before.
     async fn record_transition(&self, outcome: attempt::Outcome) -> Result<(), StoreError> {
         let deadline = std::time::Instant::now() + LEASE_MARGIN;
-        let mut backoff = Backoff::new();
-        let mut plain = false;
-        loop {
-            let (one, identity) = (outcome.clone(), self.identity.clone());
-            let result = self
-                .store
-                .run(move |c| {
-                    if plain {
-                        deliveries::record_plain(c, &one, &identity)
-                    } else {
-                        deliveries::record(c, std::slice::from_ref(&one), &identity)
-                    }
-                })
-                .await;
-            match result {
-                Ok(updated) if updated.contains(&outcome.log_id) => return Ok(()),
-                // Given up (claimed or replayed) while the attempt was out.
-                Ok(_) => return Err(StoreError::Refused(Refusal::Fenced(outcome.log_id))),
-                Err(StoreError::Rejected(_)) if !plain => plain = true,
-                Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(backoff.next_wait()).await;
+        let log_id = outcome.log_id;
+        // The caller is waiting: an outcome the database refuses goes plain
+        // at the first refusal.
+        let write = OutcomeWrite::new(outcome, &self.identity, 1);
+        // No shutdown ends it: the caller waits for this answer, and the
+        // deadline bounds the wait.
+        let written = retry_until_stopped(
+            std::future::pending(),
+            |_, _| {},
+            || async {
+                match write.try_write(&self.store).await {
+                    Err(e) if e.is_transient() && std::time::Instant::now() < deadline => Err(e),
+                    done => Ok(done),
                 }
-                Err(e) => return Err(e),
-            }
+            },
+        )
+        .await;
+        match written.and_then(|done| done) {
+            Ok(updated) if updated.contains(&log_id) => Ok(()),
+            // Given up (claimed or replayed) while the attempt was out.
+            Ok(_) => Err(StoreError::Refused(Refusal::Fenced(log_id))),
+            Err(e) => Err(e),
         }
     }
 }

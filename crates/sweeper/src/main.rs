@@ -133,25 +133,27 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     tracing::info!(interval = ?cli.interval, batch_size = cli.batch_size, "sweeper started");
-    let mut backoff = Backoff::new();
     while !shutdown.is_requested() {
-        hookfleet_core::observe::progress().tick();
-        let wait = match sweeper.tick_and_log(cli.tick_budget).await {
-            Ok(_) => {
-                backoff.reset();
-                if let Err(e) = sweeper.observe().await {
-                    tracing::warn!(error = %e, "cannot read the backlog and queue depths for the metrics");
-                }
-                cli.interval
-            }
-            Err(e) => {
-                let wait = backoff.next_wait().min(cli.interval);
-                tracing::warn!(error = %e, retry_in = ?wait, "tick failed; trying again");
-                wait
-            }
-        };
+        // A failed tick is tried again sooner, but never later than the
+        // next one would have run.
+        let ticked = Backoff::with_ceiling(cli.interval)
+            .retry_until_stopped(
+                shutdown.requested(1),
+                |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "tick failed; trying again"),
+                || async {
+                    hookfleet_core::observe::progress().tick();
+                    sweeper.tick_and_log(cli.tick_budget).await
+                },
+            )
+            .await;
+        if ticked.is_err() {
+            break;
+        }
+        if let Err(e) = sweeper.observe().await {
+            tracing::warn!(error = %e, "cannot read the backlog and queue depths for the metrics");
+        }
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep(cli.interval) => {}
             _ = shutdown.requested(1) => break,
         }
     }

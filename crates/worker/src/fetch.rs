@@ -13,16 +13,16 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::queue::{Conn, RedisQueue};
 
-use crate::start::Starter;
+use crate::start::{Reservation, Starter};
 use crate::stats::Counters;
-use crate::unit::UnitOfWork;
+use crate::unit::{Claimable, TakenJob, UnitOfWork, Unparsable};
 
 /// A job as a take moved it: its queue, the processing list now holding it,
 /// and its bytes.
-type TakenJob = (String, String, String);
+type Popped = (String, String, String);
 
 /// How many of a queue's oldest jobs a take looks at when some webhooks are
 /// at their limit: jobs of other webhooks within this window are taken past
@@ -110,7 +110,6 @@ impl Fetcher {
     /// the starter by then; it holds its slot until it is recorded.
     pub async fn run(&mut self) {
         let shutdown = self.starter.config.shutdown.clone();
-        let mut backoff = Backoff::new();
         while !shutdown.is_requested() {
             let first = tokio::select! {
                 permit = self.slots.clone().acquire_owned() => match permit {
@@ -126,87 +125,97 @@ impl Fetcher {
                     Err(_) => break,
                 }
             }
-            self.starter.limits.refresh(&self.starter.store).await;
-            match self.take(permits.len()).await {
-                Ok(taken) => {
-                    backoff.reset();
-                    // Held from here on, before any orphan check looks.
-                    let units: Vec<UnitOfWork> = taken
-                        .into_iter()
-                        .zip(permits)
-                        .map(|((queue, processing, raw), permit)| {
-                            UnitOfWork::taken(&queue, &processing, raw, permit, &self.starter.held)
-                        })
-                        .collect();
-                    if tokio::time::Instant::now() >= self.orphan_check_at {
-                        self.return_orphans().await;
-                    }
-                    if units.is_empty() {
-                        continue;
-                    }
-                    let ready = self.reserve(units).await;
-                    if ready.is_empty() {
-                        continue;
-                    }
-                    // Claims are bounded inside the starter; the loop goes on
-                    // taking (and notices a shutdown) meanwhile.
-                    let starter = self.starter.clone();
-                    tokio::spawn(async move { starter.claim_and_start(ready).await });
-                }
-                Err(e) => {
-                    let wait = backoff.next_wait();
-                    tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting");
-                    self.blocking = None;
-                    self.suspect_orphans();
-                    drop(permits);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.requested(1) => return,
-                    }
-                }
+            let want = permits.len();
+            let taken = {
+                // Each try borrows the fetcher mutably; the lock lends it to
+                // one try at a time (it is never contended).
+                let lent = tokio::sync::Mutex::new(&mut *self);
+                retry_until_stopped(
+                    shutdown.requested(1),
+                    |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot take jobs from Redis; reconnecting"),
+                    || async {
+                        let mut this = lent.lock().await;
+                        this.starter.limits.refresh(&this.starter.store).await;
+                        let taken = this.take(want).await;
+                        if taken.is_err() {
+                            this.blocking = None;
+                            this.suspect_orphans();
+                        }
+                        taken
+                    },
+                )
+                .await
+            };
+            // Told to stop while Redis was away: nothing was taken.
+            let Ok(taken) = taken else { return };
+            // Held from here on, before any orphan check looks.
+            let jobs: Vec<TakenJob> = taken
+                .into_iter()
+                .zip(permits)
+                .map(|((queue, processing, raw), permit)| {
+                    TakenJob::new(&queue, &processing, raw, permit, &self.starter.held)
+                })
+                .collect();
+            if tokio::time::Instant::now() >= self.orphan_check_at {
+                self.return_orphans().await;
             }
+            if jobs.is_empty() {
+                continue;
+            }
+            let (ready, unnamed) = self.reserve(jobs).await;
+            if ready.is_empty() && unnamed.is_empty() {
+                continue;
+            }
+            // Claims are bounded inside the starter; the loop goes on
+            // taking (and notices a shutdown) meanwhile.
+            let starter = self.starter.clone();
+            tokio::spawn(async move { starter.claim_and_start(ready, unnamed).await });
         }
     }
 
-    /// Parses the taken jobs and reserves each one's webhook slot. A job
-    /// whose webhook has no free slot (it slipped past the take's caps: a
-    /// blocking pop, or a webhook not seen before) goes to the back of the
-    /// queue and frees its delivery slot for someone else's job. A job that
-    /// does not parse is dead-lettered (on a task of its own: the loop does
-    /// not wait for Redis there).
-    async fn reserve(&mut self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
-        let count = units.len();
+    /// Parses the taken jobs and gives each that names its webhook its slot
+    /// there ([`Starter::reserve`]); those that name none are returned apart,
+    /// for the starter to look their webhook up. A job whose webhook has no
+    /// free slot (it slipped past the take's caps: a blocking pop, or a
+    /// webhook not seen before) goes to the back of the queue and frees its
+    /// delivery slot for someone else's job. A job that does not parse is
+    /// dead-lettered (on a task of its own: the loop does not wait for Redis
+    /// there).
+    async fn reserve(&mut self, jobs: Vec<TakenJob>) -> (Vec<Claimable>, Vec<UnitOfWork>) {
+        let count = jobs.len();
         let mut ready = Vec::with_capacity(count);
+        let mut unnamed = Vec::new();
         let mut bounced = 0;
-        for mut unit in units {
-            let webhook = match unit.parse() {
-                Ok(job) => job.webhook_id,
-                Err(reason) => {
+        for job in jobs {
+            let unit = match job.parse() {
+                Ok(unit) => unit,
+                Err(unparsable) => {
                     let starter = self.starter.clone();
-                    tokio::spawn(
-                        async move { starter.dead_letter(unit, &reason.to_string()).await },
-                    );
+                    tokio::spawn(async move {
+                        let Unparsable { job, reason } = *unparsable;
+                        starter.dead_letter(job, &reason.to_string()).await
+                    });
                     continue;
                 }
             };
-            if let Some(webhook) = webhook {
-                self.starter.limits.seen(webhook);
-                match self.starter.limits.try_take(webhook) {
-                    Some(slot) => unit.hold_endpoint_slot(slot),
-                    None => {
-                        if let Err(e) = unit.bounce(&self.starter.queue).await {
-                            // It may or may not have moved: the orphan check
-                            // settles it once Redis answers.
-                            tracing::warn!(error = %e, "cannot put a job back; checking for it once Redis answers");
-                            self.suspect_orphans();
-                        } else {
-                            bounced += 1;
-                        }
-                        continue;
+            let Some(webhook) = unit.job().webhook_id else {
+                unnamed.push(unit);
+                continue;
+            };
+            self.starter.limits.seen(webhook);
+            match self.starter.reserve(unit, Some(webhook)) {
+                Reservation::Ready(job) => ready.push(job),
+                Reservation::Full { unit, .. } => {
+                    if let Err(e) = unit.bounce(&self.starter.queue).await {
+                        // It may or may not have moved: the orphan check
+                        // settles it once Redis answers.
+                        tracing::warn!(error = %e, "cannot put a job back; checking for it once Redis answers");
+                        self.suspect_orphans();
+                    } else {
+                        bounced += 1;
                     }
                 }
             }
-            ready.push(unit);
         }
         if bounced > 0 {
             Counters::add(&self.starter.counters.bounced, bounced as u64);
@@ -214,7 +223,7 @@ impl Fetcher {
                 let _ = tokio::time::timeout(SATURATED_WAIT, self.starter.limits.released()).await;
             }
         }
-        ready
+        (ready, unnamed)
     }
 
     /// Puts back jobs sitting in this worker's processing lists that it does
@@ -270,7 +279,7 @@ impl Fetcher {
 
     /// Takes up to `max` jobs: without waiting from each queue in turn, then,
     /// if all were empty, waiting up to [`BLOCK_TIME`] on one of them.
-    async fn take(&mut self, max: usize) -> Result<Vec<TakenJob>, hookfleet_core::QueueError> {
+    async fn take(&mut self, max: usize) -> Result<Vec<Popped>, hookfleet_core::QueueError> {
         let queues = self.starter.config.queues.clone();
         let mut units = Vec::new();
         let mut skipped = 0;

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 
 use hookfleet_core::queue::RedisQueue;
 
-use crate::limits::EndpointLimits;
-use crate::unit::UnitOfWork;
+use crate::limits::{EndpointLimits, FleetLease, FleetLimit, GiveBack};
+use crate::unit::Claimable;
 
 /// How long a webhook whose fleet-wide concurrency is full counts as at its
 /// limit before this worker asks again (sooner if one of its own leases
@@ -31,31 +31,6 @@ pub const UNANSWERED_RETRY: Duration = Duration::from_secs(1);
 
 /// Leases given back in one round: what piled up while the last went out.
 pub const GIVE_BACK_BATCH: usize = 1_000;
-
-/// A lease on one of a webhook's fleet-wide request slots; dropping it gives
-/// it back (in the background, batched).
-pub struct FleetLease {
-    webhook: i64,
-    lease: Option<String>,
-    back: mpsc::UnboundedSender<GiveBack>,
-}
-
-/// What the give-back loop is asked to do.
-enum GiveBack {
-    Lease(i64, String),
-    /// Answer once everything sent before is given back.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-impl Drop for FleetLease {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            // The loop ends only with the worker; a lease not given back
-            // expires by itself.
-            let _ = self.back.send(GiveBack::Lease(self.webhook, lease));
-        }
-    }
-}
 
 /// Admits jobs under the fleet-wide limits.
 pub struct FleetGate {
@@ -92,30 +67,29 @@ impl FleetGate {
 
     /// Jobs holding a webhook slot not yet admitted, of webhooks with fleet
     /// limits, take a token and a lease each; returns the jobs that may be
-    /// claimed (the others are back on their queue).
-    pub async fn admit(&self, limits: &EndpointLimits, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+    /// claimed (the others give up their slot and are back on their queue).
+    pub async fn admit(&self, limits: &EndpointLimits, jobs: Vec<Claimable>) -> Vec<Claimable> {
         let limited = limits.fleet_limits_of(
-            units
-                .iter()
-                .filter(|u| !u.is_admitted())
-                .filter_map(UnitOfWork::endpoint_webhook),
+            jobs.iter()
+                .filter(|j| !j.is_admitted())
+                .filter_map(Claimable::webhook),
         );
         if limited.is_empty() {
-            return units;
+            return jobs;
         }
-        let mut ready = Vec::with_capacity(units.len());
-        let mut asking: BTreeMap<i64, Vec<UnitOfWork>> = BTreeMap::new();
-        for unit in units {
-            match unit.endpoint_webhook() {
-                Some(w) if !unit.is_admitted() && limited.contains_key(&w) => {
-                    asking.entry(w).or_default().push(unit)
+        let mut ready = Vec::with_capacity(jobs.len());
+        let mut asking: BTreeMap<i64, Vec<Claimable>> = BTreeMap::new();
+        for job in jobs {
+            match job.webhook() {
+                Some(w) if !job.is_admitted() && limited.contains_key(&w) => {
+                    asking.entry(w).or_default().push(job)
                 }
-                _ => ready.push(unit),
+                _ => ready.push(job),
             }
         }
-        for (webhook, mut units) in asking {
+        for (webhook, mut jobs) in asking {
             let limit = limited[&webhook];
-            let want = units.len() as u32;
+            let want = jobs.len() as u32;
             let (granted, leases) = match self.ask(webhook, limit, want).await {
                 Ok((granted, leases, refusal)) => {
                     if let Some((wait, by_rate)) = refusal {
@@ -130,21 +104,18 @@ impl FleetGate {
                     (0, Vec::new())
                 }
             };
-            let refused = units.split_off((granted as usize).min(units.len()));
+            let refused = jobs.split_off((granted as usize).min(jobs.len()));
             let mut leases = leases.into_iter();
-            for mut unit in units {
-                let lease = leases.next().map(|lease| FleetLease {
-                    webhook,
-                    lease: Some(lease),
-                    back: self.back.clone(),
-                });
-                unit.admit(lease);
-                ready.push(unit);
+            for mut job in jobs {
+                let lease = leases
+                    .next()
+                    .map(|lease| FleetLease::new(webhook, lease, self.back.clone()));
+                job.admit(lease);
+                ready.push(job);
             }
             // Oldest last on a queue's consuming end: put back newest first.
-            for mut unit in refused.into_iter().rev() {
-                unit.free_endpoint_slot();
-                if let Err(e) = unit.requeue(&self.queue).await {
+            for job in refused.into_iter().rev() {
+                if let Err(e) = job.into_unit().requeue(&self.queue).await {
                     tracing::warn!(webhook, error = %e, "cannot put a job back on its queue");
                 }
             }
@@ -157,7 +128,7 @@ impl FleetGate {
     async fn ask(
         &self,
         webhook: i64,
-        limit: crate::limits::FleetLimit,
+        limit: FleetLimit,
         want: u32,
     ) -> Result<(u32, Vec<String>, Option<(Duration, bool)>), hookfleet_core::error::QueueError>
     {

@@ -5,18 +5,22 @@
 //! `--concurrency`; a slow or hanging receiver holds only its own slots.
 //!
 //! # Layout
+//! - [`config`]: what a worker is told ([`WorkerConfig`]) and the defaults.
 //! - [`fetch`]: take jobs into this worker's processing lists (no more of a
 //!   webhook's than it has slots for).
-//! - [`start`]: claim the taken jobs' rows in one statement and start the
-//!   deliveries, while the fetch loop takes the next jobs.
+//! - [`start`]: give each job its webhook's slot (the one place it is
+//!   taken), claim the jobs' rows in one statement, one verdict per row, and
+//!   start the deliveries, while the fetch loop takes the next jobs.
 //! - [`record`]: write outcomes in batches, then ack and release keys.
 //! - [`health`]: the recorded attempts counted in their webhooks' health
 //!   once a second (and the auto-pause).
-//! - [`unit`]: a taken job, owning its slots, and its verbs (acknowledge,
-//!   dead-letter, bounce).
+//! - [`unit`]: a taken job, parsed once, owning its delivery slot, and its
+//!   verbs (acknowledge, dead-letter, bounce); a job ready to claim, owning
+//!   its webhook's slot until the answer is in.
 //! - [`stats`]: counters and the periodic summary line.
 //! - [`limits`]: per-webhook concurrency limits, so one slow webhook holds
-//!   only its own slots.
+//!   only its own slots; a job's slot at its webhook and the fleet-wide
+//!   lease it carries.
 //! - [`fleet`]: a webhook's own concurrency and rate limits across every
 //!   worker (leases and tokens in Redis).
 //! - [`liveness`]: the heartbeat, and the reaper that recovers the jobs of
@@ -26,6 +30,7 @@
 //! (lease + attempt count, or Exhausted / held / stale / missing) → send → outcome
 //! recorded → LREM + DEL of the in-flight key → slot freed.
 
+pub mod config;
 pub mod fetch;
 pub mod fleet;
 pub mod health;
@@ -43,9 +48,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::deliver;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 use crate::fetch::Fetcher;
@@ -55,87 +58,14 @@ use crate::start::Starter;
 use crate::stats::{Counters, Snapshot, SUMMARY_INTERVAL};
 use crate::unit::Held;
 
-/// Jobs taken per pop at most: one claim statement covers them all.
-pub const DEFAULT_FETCH_BATCH: usize = 64;
-
-/// How long a drain waits for deliveries in flight; past it the process exits
-/// and the reaper recovers what it held. A little over the longest webhook
-/// timeout (60 s), so a drain never cuts a legitimate attempt short.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(65);
-
-/// A worker silent this long counts as dead: three missed beats (one every
-/// ten seconds), so a pause in Redis or a busy machine is not mistaken for
-/// death, while a killed worker's jobs are back within half a minute.
-pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(30);
-
-/// A job that was held by this many workers that died is a poison job.
-pub const DEFAULT_MAX_RECOVERIES: u32 = 3;
+pub use config::{
+    default_endpoint_concurrency, default_slow_endpoint_concurrency, WorkerConfig,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_FETCH_BATCH, DEFAULT_HEARTBEAT_TTL, DEFAULT_MAX_RECOVERIES,
+};
 
 /// How long a drained worker waits for its last fleet-wide leases to be
 /// given back: one Redis round trip per webhook; past this they expire.
 pub const FLEET_FLUSH_WAIT: Duration = Duration::from_secs(2);
-
-/// The default per-webhook share while other webhooks are active: a quarter
-/// of the worker's slots, so a webhook that starts hanging takes at most a
-/// quarter of them before it is found slow. Alone, a webhook may use them all
-/// (see `limits`).
-pub fn default_endpoint_concurrency(concurrency: usize) -> usize {
-    concurrency.div_ceil(4).max(1)
-}
-
-/// The default limit for a slow webhook: a sixteenth of the worker's slots,
-/// so one that hangs until its timeout costs the others little.
-pub fn default_slow_endpoint_concurrency(concurrency: usize) -> usize {
-    concurrency.div_ceil(16).max(1)
-}
-
-/// What a worker needs to know.
-pub struct WorkerConfig {
-    pub worker_id: String,
-    pub queues: Vec<String>,
-    /// Hard cap on jobs held (popped and not yet acked) at once.
-    pub concurrency: usize,
-    /// Most requests in flight to one webhook while other webhooks are
-    /// active, unless the webhook sets its own `max_concurrency`.
-    pub endpoint_concurrency: usize,
-    /// Most requests in flight to one webhook while it is the only one
-    /// active (`concurrency`, or `endpoint_concurrency` when the operator
-    /// set that explicitly).
-    pub endpoint_ceiling: usize,
-    /// Most requests in flight to a slow webhook (see `limits`).
-    pub slow_endpoint_concurrency: usize,
-    pub fetch_batch: usize,
-    pub schedule: RetrySchedule,
-    pub policy: Arc<NetworkPolicy>,
-    pub drain_timeout: Duration,
-    /// The heartbeat's TTL: a worker silent this long is dead and its jobs are
-    /// recovered.
-    pub heartbeat_ttl: Duration,
-    /// Recoveries from dead workers after which a job is dead-lettered.
-    pub max_recoveries: u32,
-    /// Added to each webhook's timeout to make a claim's lease
-    /// ([`hookfleet_core::attempt::LEASE_MARGIN`] by default).
-    pub lease_margin: Duration,
-    /// Pause a webhook whose every attempt has failed for this long (and
-    /// at least [`hookfleet_core::store::health::AUTO_PAUSE_MIN_ATTEMPTS`]
-    /// of them); None: never.
-    pub auto_pause_after: Option<Duration>,
-    pub shutdown: Shutdown,
-}
-
-impl WorkerConfig {
-    /// A unique id for this process: host, pid and a random part, so a
-    /// restarted worker never adopts a dead one's processing list by accident.
-    pub fn new_worker_id() -> String {
-        let identity = hookfleet_core::model::process_identity("worker");
-        let random = uuid::Uuid::now_v7().simple().to_string();
-        format!(
-            "{}:{}",
-            identity.trim_start_matches("worker:"),
-            &random[random.len() - 6..]
-        )
-    }
-}
 
 /// How a worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,17 +27,19 @@
 //! Limits are read from Postgres and re-read when the webhooks' config
 //! version changes (checked at most every [`REFRESH_EVERY`]). A lowered
 //! limit applies to the next request: those above it finish, none is added.
+//!
+//! What a job holds at its webhook lives here too: its [`EndpointSlot`],
+//! and the [`FleetLease`] that slot carries when the webhook's limits hold
+//! across the fleet. Dropping the slot frees both.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use hookfleet_core::fleet::LEASE_MARGIN;
 use hookfleet_core::store::{webhooks, Store};
-
-use crate::fleet::FleetLease;
 
 /// How often the worker asks whether webhook limits changed: a change takes
 /// effect within a second, for one tiny query a second.
@@ -117,9 +119,11 @@ pub struct EndpointLimits {
     released: Arc<Notify>,
 }
 
-/// One request's slot at its webhook, taken before the job's row is claimed.
-/// Dropping it frees the slot, notes whether the request (if it went out)
-/// was slow, and wakes whoever waits for a slot.
+/// One request's slot at its webhook, taken before the job's row is claimed
+/// (by the starter's `reserve`) and owned by the job's `Claimable` until the
+/// answer is in. Dropping it frees the slot and any fleet-wide lease, notes
+/// whether the request (if it went out) was slow, and wakes whoever waits
+/// for a slot.
 pub struct EndpointSlot {
     webhook: i64,
     slot: u64,
@@ -157,6 +161,43 @@ impl EndpointSlot {
                     *started = Some(Instant::now());
                 }
             }
+        }
+    }
+}
+
+/// A lease on one of a webhook's fleet-wide request slots (taken by the
+/// fleet gate, `fleet`), held by its [`EndpointSlot`]; dropping it gives it
+/// back (in the background, batched).
+pub struct FleetLease {
+    webhook: i64,
+    lease: Option<String>,
+    back: mpsc::UnboundedSender<GiveBack>,
+}
+
+/// What the fleet gate's give-back loop is asked to do.
+pub(crate) enum GiveBack {
+    Lease(i64, String),
+    /// Answer once everything sent before is given back.
+    Flush(oneshot::Sender<()>),
+}
+
+impl FleetLease {
+    /// The lease `lease` at `webhook`, given back through `back`.
+    pub(crate) fn new(webhook: i64, lease: String, back: mpsc::UnboundedSender<GiveBack>) -> Self {
+        FleetLease {
+            webhook,
+            lease: Some(lease),
+            back,
+        }
+    }
+}
+
+impl Drop for FleetLease {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            // The loop ends only with the worker; a lease not given back
+            // expires by itself.
+            let _ = self.back.send(GiveBack::Lease(self.webhook, lease));
         }
     }
 }
@@ -305,12 +346,17 @@ impl EndpointLimits {
         state.endpoints.entry(webhook).or_default().seen = Some(Instant::now());
     }
 
+    /// Whether `webhook` may start another request now.
+    fn has_room(&self, state: &State, webhook: i64) -> bool {
+        let now = Instant::now();
+        let active = Self::active(state, now);
+        self.free(state, webhook, now, active) > 0
+    }
+
     /// A slot for `webhook`, or None when it is at its limit.
     pub fn try_take(&self, webhook: i64) -> Option<EndpointSlot> {
         let mut state = self.state.lock().expect("limits lock");
-        let now = Instant::now();
-        let active = Self::active(&state, now);
-        if self.free(&state, webhook, now, active) == 0 {
+        if !self.has_room(&state, webhook) {
             return None;
         }
         let slot = state.next_slot;
@@ -331,15 +377,17 @@ impl EndpointLimits {
         })
     }
 
-    /// Waits for a slot (for jobs that did not name their webhook).
-    pub async fn take(&self, webhook: i64) -> EndpointSlot {
+    /// Resolves once `webhook` has room for another request: a job waiting
+    /// for its slot then takes one ([`EndpointLimits::try_take`]), and if
+    /// another job was quicker, waits again.
+    pub async fn room(&self, webhook: i64) {
         loop {
             // Registered before looking, so a slot freed in between wakes it.
             let released = self.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            if let Some(slot) = self.try_take(webhook) {
-                return slot;
+            if self.has_room(&self.state.lock().expect("limits lock"), webhook) {
+                return;
             }
             // Look again now and then in any case.
             let _ = tokio::time::timeout(SLOW_AFTER, released).await;
@@ -487,12 +535,16 @@ mod tests {
         let held = limits.try_take(5).unwrap();
         let waiter = {
             let limits = limits.clone();
-            tokio::spawn(async move { limits.take(5).await })
+            tokio::spawn(async move {
+                limits.room(5).await;
+                limits.try_take(5)
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         let freed = Instant::now();
         drop(held);
-        let _slot = waiter.await.unwrap();
+        let slot = waiter.await.unwrap();
         assert!(freed.elapsed() < SLOW_AFTER / 2, "{:?}", freed.elapsed());
+        assert!(slot.is_some(), "the freed slot is the waiter's");
     }
 }

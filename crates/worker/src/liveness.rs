@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hookfleet_core::queue::RedisQueue;
 
-use crate::WorkerConfig;
+use crate::config::WorkerConfig;
 
 /// How long the reaper lock is held at most: a pass takes milliseconds; if
 /// the reaper dies mid-pass the next one takes over after this.

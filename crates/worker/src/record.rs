@@ -20,16 +20,18 @@
 //! A write's slot is freed as soon as its outcomes are in: acking (Redis)
 //! never holds back the next writes (Postgres).
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{Outcome, OutcomeStatus};
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::store::{deliveries, health, Store};
+use hookfleet_core::store::deliveries::{self, OutcomeWrite};
+use hookfleet_core::store::{health, Store};
 
 use crate::stats::Counters;
 use crate::unit::UnitOfWork;
@@ -181,44 +183,52 @@ impl Recorder {
     /// one by one.
     async fn write(&self, outcomes: Vec<Outcome>, webhooks: &Webhooks) -> Written {
         let outcomes = Arc::new(outcomes);
-        let mut backoff = Backoff::new();
-        let mut refusals = 0;
-        loop {
-            let (batch, worker) = (outcomes.clone(), self.worker_id.clone());
-            match self
-                .store
-                .run(move |c| deliveries::record(c, &batch, &worker))
-                .await
-            {
-                Ok(updated) => {
-                    self.count(&outcomes, &updated, webhooks);
-                    return Written::Done;
-                }
-                Err(StoreError::Rejected(e)) if refusals + 1 >= WRITE_REFUSALS => {
-                    if outcomes.len() == 1 {
-                        return self.write_one(&outcomes[0], webhooks).await;
-                    }
-                    tracing::warn!(outcomes = outcomes.len(), error = %e,
-                        "the database refuses a batch of outcomes; writing them one by one");
-                    for outcome in outcomes.iter() {
-                        if let Written::Stopped = self.write_one(outcome, webhooks).await {
-                            return Written::Stopped;
+        let refusals = AtomicU32::new(0);
+        let written = retry_until_stopped(
+            self.shutdown.requested(2),
+            |e, wait| {
+                tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
+                "cannot record outcomes; holding their jobs and retrying")
+            },
+            || async {
+                let (batch, worker) = (outcomes.clone(), self.worker_id.clone());
+                match self
+                    .store
+                    .run(move |c| deliveries::record(c, &batch, &worker))
+                    .await
+                {
+                    Ok(updated) => Ok(Ok(updated)),
+                    Err(StoreError::Rejected(e)) => {
+                        if refusals.fetch_add(1, Ordering::Relaxed) + 1 >= WRITE_REFUSALS {
+                            Ok(Err(e))
+                        } else {
+                            Err(StoreError::Rejected(e))
                         }
                     }
-                    return Written::Done;
+                    Err(e) => Err(e),
                 }
-                Err(e) => {
-                    if let StoreError::Rejected(_) = e {
-                        refusals += 1;
-                    }
-                    let wait = backoff.next_wait();
-                    tracing::warn!(outcomes = outcomes.len(), error = %e, retry_in = ?wait,
-                        "cannot record outcomes; holding their jobs and retrying");
-                    if self.pause(wait).await {
+            },
+        )
+        .await;
+        match written {
+            Ok(Ok(updated)) => {
+                self.count(&outcomes, &updated, webhooks);
+                Written::Done
+            }
+            Ok(Err(e)) => {
+                if outcomes.len() == 1 {
+                    return self.write_one(&outcomes[0], webhooks).await;
+                }
+                tracing::warn!(outcomes = outcomes.len(), error = %e,
+                    "the database refuses a batch of outcomes; writing them one by one");
+                for outcome in outcomes.iter() {
+                    if let Written::Stopped = self.write_one(outcome, webhooks).await {
                         return Written::Stopped;
                     }
                 }
+                Written::Done
             }
+            Err(_) => Written::Stopped,
         }
     }
 
@@ -226,51 +236,22 @@ impl Recorder {
     /// plainly (without the receiver's bytes). Never gives up short of a
     /// forced stop: the job stays held until its outcome is in.
     async fn write_one(&self, outcome: &Outcome, webhooks: &Webhooks) -> Written {
-        let mut backoff = Backoff::new();
-        let mut plain = false;
-        let mut refusals = 0;
-        loop {
-            let (one, worker) = (outcome.clone(), self.worker_id.clone());
-            let result = self
-                .store
-                .run(move |c| {
-                    if plain {
-                        deliveries::record_plain(c, &one, &worker)
-                    } else {
-                        deliveries::record(c, std::slice::from_ref(&one), &worker)
-                    }
-                })
-                .await;
-            match result {
-                Ok(updated) => {
-                    self.count(std::slice::from_ref(outcome), &updated, webhooks);
-                    return Written::Done;
-                }
-                Err(StoreError::Rejected(e)) if !plain && refusals + 1 >= WRITE_REFUSALS => {
-                    tracing::warn!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
-                        "the database refuses this outcome; recording it without the response");
-                    plain = true;
-                }
-                Err(e) => {
-                    if let StoreError::Rejected(_) = e {
-                        refusals += 1;
-                    }
-                    let wait = backoff.next_wait();
-                    tracing::error!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
-                        retry_in = ?wait, "cannot record an outcome; holding its job and retrying");
-                    if self.pause(wait).await {
-                        return Written::Stopped;
-                    }
-                }
+        let write = OutcomeWrite::new(outcome.clone(), &self.worker_id, WRITE_REFUSALS);
+        let written = retry_until_stopped(
+            self.shutdown.requested(2),
+            |e, wait| {
+                tracing::error!(log_id = outcome.log_id, attempt = outcome.attempt, error = %e,
+                retry_in = ?wait, "cannot record an outcome; holding its job and retrying")
+            },
+            || write.try_write(&self.store),
+        )
+        .await;
+        match written {
+            Ok(updated) => {
+                self.count(std::slice::from_ref(outcome), &updated, webhooks);
+                Written::Done
             }
-        }
-    }
-
-    /// Waits `wait`; true if told to stop at once meanwhile.
-    async fn pause(&self, wait: std::time::Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => false,
-            _ = self.shutdown.requested(2) => true,
+            Err(_) => Written::Stopped,
         }
     }
 

@@ -4,26 +4,33 @@
 //! the jobs that cannot be sent are acked (Exhausted, or stale), or
 //! dead-lettered (naming no row). Several claims run at once (the fetch loop
 //! does not wait for them).
+//!
+//! [`Starter::reserve`] is the one place a job takes its webhook's slot,
+//! whether the fetch loop just took it, its webhook had to be looked up, it
+//! waited for a slot or for another attempt's lease. The [`Claimable`] it
+//! makes frees the slot itself: with the answer, or at a verdict that does
+//! not send.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{self, Claim};
-use hookfleet_core::backoff::Backoff;
+use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::deliver;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::store::deliveries::{self, ClaimBatch};
+use hookfleet_core::store::deliveries::{self, Verdict};
 use hookfleet_core::store::Store;
 
+use crate::config::WorkerConfig;
 use crate::fleet::FleetGate;
 use crate::limits::EndpointLimits;
 use crate::record::Finished;
 use crate::stats::Counters;
-use crate::unit::{Held, UnitOfWork};
-use crate::WorkerConfig;
+use crate::unit::{Claimable, Held, TakenJob, UnitOfWork};
 
 /// The longest a job waits for another attempt's lease: a lease is at most
 /// the longest webhook timeout (60 s) plus the lease margin.
@@ -44,6 +51,24 @@ pub const CLAIMS_IN_FLIGHT: usize = 2;
 /// passes; a row that cannot be claimed does not.
 pub const CLAIM_REFUSALS: u32 = 3;
 
+/// Whether a job got its webhook's slot.
+pub enum Reservation {
+    /// It holds its slot (or has no webhook to hold one at): ready to claim.
+    Ready(Claimable),
+    /// Its webhook is at its limit.
+    Full { unit: UnitOfWork, webhook: i64 },
+}
+
+/// How a claim statement ended, short of a failure worth retrying.
+enum Claimed {
+    Verdicts(Vec<Verdict>),
+    /// Refused [`CLAIM_REFUSALS`] times: the database will not claim these
+    /// rows together.
+    Refused(StoreError),
+    /// The claim permits are gone (the starter is going away).
+    Closed,
+}
+
 /// What claiming and starting needs; shared by the fetch loop and the claim
 /// tasks it spawns.
 pub struct Starter {
@@ -62,78 +87,99 @@ pub struct Starter {
 }
 
 impl Starter {
-    /// Gives each job its webhook's slot, claims the rows of those that have
-    /// one, and starts a delivery for each claimed row. A job whose webhook
-    /// has no free slot waits for one on its own task, unclaimed.
-    pub async fn claim_and_start(self: &Arc<Self>, units: Vec<UnitOfWork>) {
-        let units = self.with_endpoint_slots(units).await;
-        if units.is_empty() {
+    /// The one place a job takes its slot at its webhook (`webhook`: None
+    /// when it has none to take one at: its row is missing or its webhook
+    /// deleted, and it is never sent). A job whose webhook is at its limit
+    /// is handed back, for the caller to put back on its queue or to wait.
+    pub fn reserve(&self, unit: UnitOfWork, webhook: Option<i64>) -> Reservation {
+        let Some(webhook) = webhook else {
+            return Reservation::Ready(Claimable::new(unit, None));
+        };
+        match self.limits.try_take(webhook) {
+            Some(slot) => Reservation::Ready(Claimable::new(unit, Some(slot))),
+            None => Reservation::Full { unit, webhook },
+        }
+    }
+
+    /// Claims the rows of `ready` (jobs holding their webhook's slot) and
+    /// starts a delivery for each claimed row. `unslotted`: jobs that have no
+    /// slot yet (they do not name their webhook, or come back from a lease):
+    /// each takes one first, or if its webhook is at its limit waits for one
+    /// on a task of its own, unclaimed.
+    pub async fn claim_and_start(
+        self: &Arc<Self>,
+        mut ready: Vec<Claimable>,
+        unslotted: Vec<UnitOfWork>,
+    ) {
+        if !unslotted.is_empty() {
+            let Some(found) = self.webhooks(unslotted).await else {
+                // Left in the processing list: the drain puts them back.
+                return;
+            };
+            for (unit, webhook) in found {
+                match self.reserve(unit, webhook) {
+                    Reservation::Ready(job) => ready.push(job),
+                    Reservation::Full { unit, webhook } => {
+                        self.claim_when_slot_frees(unit, webhook)
+                    }
+                }
+            }
+        }
+        let jobs = self.fleet.admit(&self.limits, ready).await;
+        if jobs.is_empty() {
             return;
         }
-        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
-        let Some(batch) = self.claim(ids).await else {
+        let ids: Vec<i64> = jobs.iter().map(Claimable::log_id).collect();
+        let Some(verdicts) = self.claim(ids).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
             return;
         };
-        let ClaimBatch {
-            claimed,
-            exhausted,
-            missing,
-            leased,
-            refused,
-            paused,
-            ..
-        } = batch;
-        let paused: HashSet<i64> = paused.into_iter().collect();
-        let leased: HashMap<i64, std::time::Duration> = leased.into_iter().collect();
-        let refused: HashMap<i64, String> = refused.into_iter().collect();
-        let mut claims: HashMap<i64, Claim> = claimed.into_iter().map(|c| (c.log_id, c)).collect();
-        let exhausted: HashMap<i64, String> = exhausted.into_iter().collect();
-        let missing: HashSet<i64> = missing.into_iter().collect();
         let mut done: Vec<UnitOfWork> = Vec::new();
         let mut of_paused: Vec<UnitOfWork> = Vec::new();
-        for mut unit in units {
-            let id = unit.log_id().expect("parsed before the claim");
-            if let Some(claim) = claims.remove(&id) {
-                self.start(unit, claim);
-            } else if let Some(reason) = exhausted.get(&id) {
-                Counters::add(&self.counters.exhausted, 1);
-                hookfleet_core::observe::metrics()
-                    .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
-                tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
-                unit.free_endpoint_slot();
-                done.push(unit);
-            } else if let Some(left) = leased.get(&id) {
-                // Another attempt holds the row (its worker may have died and
-                // this job been recovered from it): claim it when the lease
-                // ends, keeping the job (not the webhook's slot) until then.
-                unit.free_endpoint_slot();
-                self.claim_after_lease(unit, *left);
-            } else if paused.contains(&id) {
-                unit.free_endpoint_slot();
-                of_paused.push(unit);
-            } else if missing.contains(&id) {
-                unit.free_endpoint_slot();
-                let reason = format!("job names log id {id}, which does not exist");
-                self.dead_letter(unit, &reason).await;
-            } else if let Some(reason) = refused.get(&id) {
-                // The row stays in Postgres; the sweeper enqueues it again
-                // once it is due, and the dead letter says why this job
-                // could not claim it.
-                unit.free_endpoint_slot();
-                let reason = format!("the database refused to claim row {id}: {reason}");
-                self.dead_letter(unit, &reason).await;
-            } else {
-                // Terminal, not due, or a second job for a row this batch
-                // already claimed. Its in-flight key is released if it still
-                // holds this job's token: a row whose worker died is leased
-                // (and waited for above), so this is never a live attempt's
-                // key.
-                Counters::add(&self.counters.stale, 1);
-                tracing::debug!(log_id = id, "stale job dropped without a request");
-                unit.free_endpoint_slot();
-                done.push(unit);
+        // One verdict per job, in order. Only a Send keeps the webhook's
+        // slot; every other verdict frees it (into_unit) before the job goes
+        // on.
+        for (job, verdict) in jobs.into_iter().zip(verdicts) {
+            let id = job.log_id();
+            match verdict {
+                Verdict::Send(claim) => self.start(job, claim),
+                Verdict::Exhausted(reason) => {
+                    Counters::add(&self.counters.exhausted, 1);
+                    hookfleet_core::observe::metrics()
+                        .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
+                    tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
+                    done.push(job.into_unit());
+                }
+                Verdict::Leased(left) => {
+                    // Another attempt holds the row (its worker may have died
+                    // and this job been recovered from it): claim it when the
+                    // lease ends, keeping the job (not the webhook's slot)
+                    // until then.
+                    self.claim_after_lease(job.into_unit(), left);
+                }
+                Verdict::Paused => of_paused.push(job.into_unit()),
+                Verdict::Missing => {
+                    let reason = format!("job names log id {id}, which does not exist");
+                    self.dead_letter(job.into_unit().into(), &reason).await;
+                }
+                Verdict::Refused(reason) => {
+                    // The row stays in Postgres; the sweeper enqueues it again
+                    // once it is due, and the dead letter says why this job
+                    // could not claim it.
+                    let reason = format!("the database refused to claim row {id}: {reason}");
+                    self.dead_letter(job.into_unit().into(), &reason).await;
+                }
+                Verdict::Stale => {
+                    // Terminal, not due, or a second job for a row this batch
+                    // already claimed. Its in-flight key is released if it
+                    // still holds this job's token: a row whose worker died is
+                    // leased (and waited for above), so this is never a live
+                    // attempt's key.
+                    Counters::add(&self.counters.stale, 1);
+                    tracing::debug!(log_id = id, "stale job dropped without a request");
+                    done.push(job.into_unit());
+                }
             }
         }
         if !of_paused.is_empty() {
@@ -148,7 +194,7 @@ impl Starter {
     /// could not be held (its webhook resumed meanwhile, or the database did
     /// not answer) goes back to its queue instead, to be claimed again.
     async fn hold(&self, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
-        let ids: Vec<i64> = units.iter().filter_map(UnitOfWork::log_id).collect();
+        let ids: Vec<i64> = units.iter().map(UnitOfWork::log_id).collect();
         let held: HashSet<i64> = match self.store.run(move |c| deliveries::hold(c, &ids)).await {
             Ok(held) => held.into_iter().collect(),
             Err(e) => {
@@ -158,7 +204,7 @@ impl Starter {
         };
         let mut done = Vec::new();
         for unit in units {
-            let id = unit.log_id().expect("parsed before the claim");
+            let id = unit.log_id();
             if held.contains(&id) {
                 Counters::add(&self.counters.paused, 1);
                 tracing::debug!(log_id = id, "webhook paused; row held until resume");
@@ -172,82 +218,76 @@ impl Starter {
         done
     }
 
-    /// Takes a webhook slot for every job whose webhook is known (from the
-    /// job, or for jobs that do not name it, from its row). Jobs whose webhook
-    /// is at its limit wait for a slot on a task of their own, then claim.
-    /// Returns the jobs ready to claim.
-    async fn with_endpoint_slots(self: &Arc<Self>, units: Vec<UnitOfWork>) -> Vec<UnitOfWork> {
+    /// Each job's webhook: the one it names, or for a job that names none,
+    /// its row's (looked up in one statement, retried while the database
+    /// does not answer; a webhook found so counts as seen). None: told to
+    /// stop meanwhile.
+    async fn webhooks(&self, units: Vec<UnitOfWork>) -> Option<Vec<(UnitOfWork, Option<i64>)>> {
         let unnamed: Vec<i64> = units
             .iter()
-            .filter(|u| !u.has_endpoint_slot() && u.job().is_some_and(|j| j.webhook_id.is_none()))
-            .filter_map(UnitOfWork::log_id)
+            .filter(|u| u.job().webhook_id.is_none())
+            .map(UnitOfWork::log_id)
             .collect();
         let looked_up: HashMap<i64, Option<i64>> = if unnamed.is_empty() {
             HashMap::new()
         } else {
             let unnamed = Arc::new(unnamed);
-            let mut backoff = Backoff::new();
-            loop {
-                let ids = unnamed.clone();
-                match self
-                    .store
-                    .run(move |c| deliveries::webhooks_of(c, &ids))
-                    .await
-                {
-                    Ok(found) => break found.into_iter().collect(),
-                    Err(e) => {
-                        let wait = backoff.next_wait();
-                        tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
-                            "cannot look up the webhooks of jobs that do not name theirs; holding them");
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            // Left in the processing list: the drain puts
-                            // them back.
-                            _ = self.config.shutdown.requested(1) => return Vec::new(),
-                        }
-                    }
-                }
-            }
-        };
-        let mut ready = Vec::with_capacity(units.len());
-        for mut unit in units {
-            let webhook = unit.job().and_then(|j| {
-                j.webhook_id
-                    .or_else(|| looked_up.get(&j.log_id).copied().flatten())
-            });
-            if let (Some(w), true) = (webhook, unit.job().is_some_and(|j| j.webhook_id.is_none())) {
-                self.limits.seen(w);
-            }
-            match webhook {
-                Some(w) if !unit.has_endpoint_slot() => match self.limits.try_take(w) {
-                    Some(slot) => {
-                        unit.hold_endpoint_slot(slot);
-                        ready.push(unit);
-                    }
-                    None => self.claim_when_slot_frees(unit, w),
+            retry_until_stopped(
+                self.config.shutdown.requested(1),
+                |e, wait| {
+                    tracing::warn!(jobs = unnamed.len(), error = %e, retry_in = ?wait,
+                    "cannot look up the webhooks of jobs that do not name theirs; holding them")
                 },
-                _ => ready.push(unit),
-            }
-        }
-        self.fleet.admit(&self.limits, ready).await
+                || {
+                    let ids = unnamed.clone();
+                    self.store.run(move |c| deliveries::webhooks_of(c, &ids))
+                },
+            )
+            .await
+            .ok()?
+            .into_iter()
+            .collect()
+        };
+        let found = units
+            .into_iter()
+            .map(|unit| {
+                let job = unit.job();
+                let webhook = job
+                    .webhook_id
+                    .or_else(|| looked_up.get(&job.log_id).copied().flatten());
+                if let (Some(w), None) = (webhook, job.webhook_id) {
+                    self.limits.seen(w);
+                }
+                (unit, webhook)
+            })
+            .collect();
+        Some(found)
     }
 
-    /// Waits for a slot at `webhook`, then claims the job's row.
-    fn claim_when_slot_frees(self: &Arc<Self>, mut unit: UnitOfWork, webhook: i64) {
+    /// Waits until `webhook` has room, then takes the job's slot there and
+    /// claims its row (if another job took the room first, it waits again).
+    fn claim_when_slot_frees(self: &Arc<Self>, unit: UnitOfWork, webhook: i64) {
         let this = self.clone();
         tokio::spawn(async move {
-            let slot = tokio::select! {
-                slot = this.limits.take(webhook) => slot,
-                // A draining worker puts the job back instead of waiting.
-                _ = this.config.shutdown.requested(1) => return,
+            let mut unit = unit;
+            let job = loop {
+                tokio::select! {
+                    _ = this.limits.room(webhook) => {}
+                    // A draining worker puts the job back instead of waiting.
+                    _ = this.config.shutdown.requested(1) => return,
+                }
+                match this.reserve(unit, Some(webhook)) {
+                    Reservation::Ready(job) => break job,
+                    Reservation::Full { unit: again, .. } => unit = again,
+                }
             };
-            unit.hold_endpoint_slot(slot);
-            Box::pin(this.claim_and_start(vec![unit])).await;
+            Box::pin(this.claim_and_start(vec![job], Vec::new())).await;
         });
     }
 
     /// Claims the job's row once the lease that holds it (`left` to run, by
-    /// the database's clock) has ended.
+    /// the database's clock) has ended, taking its webhook's slot again
+    /// first.
     fn claim_after_lease(self: &Arc<Self>, unit: UnitOfWork, left: std::time::Duration) {
         let this = self.clone();
         let wait = left.min(MAX_LEASE_WAIT) + LEASE_SLACK;
@@ -257,75 +297,75 @@ impl Starter {
                 // A draining worker puts the job back instead of waiting.
                 _ = this.config.shutdown.requested(1) => return,
             }
-            Box::pin(this.claim_and_start(vec![unit])).await;
+            Box::pin(this.claim_and_start(Vec::new(), vec![unit])).await;
         });
     }
 
     /// Claims rows, at most [`CLAIMS_IN_FLIGHT`] statements at once, retrying
     /// while the database does not answer (the jobs and their slots stay
-    /// held, so nothing new is taken meanwhile). A claim the database keeps
-    /// refusing is split row by row; a row it refuses alone comes back in
-    /// `refused`. None: told to stop (the jobs stay in the processing list,
-    /// and the drain puts them back).
-    async fn claim(&self, ids: Vec<i64>) -> Option<ClaimBatch> {
+    /// held, so nothing new is taken meanwhile): one verdict per id, in
+    /// order. A claim the database keeps refusing is split row by row; a row
+    /// it refuses alone is [`Verdict::Refused`]. None: told to stop (the jobs
+    /// stay in the processing list, and the drain puts them back).
+    async fn claim(&self, ids: Vec<i64>) -> Option<Vec<Verdict>> {
         let ids = Arc::new(ids);
         let lease_margin = self.config.lease_margin;
-        let mut backoff = Backoff::new();
-        let mut refusals = 0;
-        loop {
-            let batch_ids = ids.clone();
-            let result = {
-                let _permit = self.claims.acquire().await.ok()?;
-                self.store
-                    .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
-                    .await
-            };
-            let e = match result {
-                Ok(batch) => return Some(batch),
-                Err(e) => e,
-            };
-            if let StoreError::Rejected(_) = e {
-                refusals += 1;
-                if refusals >= CLAIM_REFUSALS {
-                    return self.claim_one_by_one(&ids, &e).await;
+        let refusals = AtomicU32::new(0);
+        let claimed = retry_until_stopped(
+            self.config.shutdown.requested(1),
+            |e, wait| {
+                tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
+                "cannot claim rows; holding the jobs and retrying")
+            },
+            || async {
+                let batch_ids = ids.clone();
+                let result = {
+                    // Held for the statement only, never across a wait.
+                    let Ok(_permit) = self.claims.acquire().await else {
+                        return Ok(Claimed::Closed);
+                    };
+                    self.store
+                        .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
+                        .await
+                };
+                match result {
+                    Ok(verdicts) => Ok(Claimed::Verdicts(verdicts)),
+                    Err(e @ StoreError::Rejected(_)) => {
+                        if refusals.fetch_add(1, Ordering::Relaxed) + 1 >= CLAIM_REFUSALS {
+                            Ok(Claimed::Refused(e))
+                        } else {
+                            Err(e)
+                        }
+                    }
+                    Err(e) => Err(e),
                 }
-            }
-            let wait = backoff.next_wait();
-            tracing::warn!(jobs = ids.len(), error = %e, retry_in = ?wait,
-                "cannot claim rows; holding the jobs and retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.config.shutdown.requested(1) => return None,
-            }
+            },
+        )
+        .await;
+        match claimed.ok()? {
+            Claimed::Verdicts(verdicts) => Some(verdicts),
+            Claimed::Refused(e) => self.claim_one_by_one(&ids, &e).await,
+            Claimed::Closed => None,
         }
     }
 
     /// Claims a refused batch's rows one by one (each with its own retries).
-    async fn claim_one_by_one(&self, ids: &[i64], error: &StoreError) -> Option<ClaimBatch> {
-        if let [id] = ids {
-            return Some(ClaimBatch {
-                refused: vec![(*id, error.to_string())],
-                ..ClaimBatch::default()
-            });
+    async fn claim_one_by_one(&self, ids: &[i64], error: &StoreError) -> Option<Vec<Verdict>> {
+        if let [_] = ids {
+            return Some(vec![Verdict::Refused(error.to_string())]);
         }
-        let mut merged = ClaimBatch::default();
+        let mut verdicts = Vec::with_capacity(ids.len());
         for id in ids {
-            let one = Box::pin(self.claim(vec![*id])).await?;
-            merged.claimed.extend(one.claimed);
-            merged.exhausted.extend(one.exhausted);
-            merged.stale.extend(one.stale);
-            merged.leased.extend(one.leased);
-            merged.missing.extend(one.missing);
-            merged.refused.extend(one.refused);
+            verdicts.extend(Box::pin(self.claim(vec![*id])).await?);
         }
-        Some(merged)
+        Some(verdicts)
     }
 
     /// Moves a job to the dead-letter list.
-    pub async fn dead_letter(&self, unit: UnitOfWork, reason: &str) {
+    pub async fn dead_letter(&self, job: TakenJob, reason: &str) {
         Counters::add(&self.counters.dead_lettered, 1);
-        tracing::warn!(job = %unit.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
-        unit.dead_letter(
+        tracing::warn!(job = %job.raw.chars().take(200).collect::<String>(), reason, "job dead-lettered");
+        job.dead_letter(
             &self.queue,
             reason,
             &self.config.worker_id,
@@ -335,7 +375,7 @@ impl Starter {
     }
 
     /// Starts one delivery; its outcome goes to the recorder with the job.
-    fn start(&self, mut unit: UnitOfWork, claim: Claim) {
+    fn start(&self, job: Claimable, claim: Claim) {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
@@ -346,18 +386,19 @@ impl Starter {
         let span = tracing::debug_span!("delivery", log_id = claim.log_id,
             attempt = claim.attempt, webhook = %claim.webhook_name);
         let delivery = async move {
-            unit.sending();
+            let (unit, slot) = job.send();
             let metrics = hookfleet_core::observe::metrics();
             let sent = std::time::Instant::now();
             let report = {
+                // The webhook's slot (and its fleet-wide lease) bounds
+                // requests at its receiver: it goes when the answer is in, at
+                // the end of this block, while the job keeps its delivery
+                // slot until the outcome is recorded.
+                let _slot = slot;
                 let _in_flight = metrics.in_flight_guard();
                 deliver::send(&http, &config.policy, &claim).await
             };
             metrics.request_took(&claim.webhook_name, sent.elapsed());
-            // The webhook's slot bounds requests at its receiver: it is free
-            // as soon as the answer is in, while the job keeps its delivery
-            // slot until the outcome is recorded.
-            unit.free_endpoint_slot();
             let outcome = attempt::judge(&claim, &report, &config.schedule, true);
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");

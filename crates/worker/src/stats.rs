@@ -13,7 +13,9 @@ pub struct Counters {
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
     pub exhausted: AtomicU64,
-    /// Jobs dropped because their row was terminal, leased or not due.
+    /// Jobs dropped because their row was terminal or not due, or a second
+    /// job for a row its batch claimed (a job whose row is leased waits for
+    /// the lease instead).
     pub stale: AtomicU64,
     pub dead_lettered: AtomicU64,
     /// Outcomes refused because another claim took the row meanwhile.

@@ -18,6 +18,8 @@
 //! trip per batch, not per delivery.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -28,18 +30,14 @@ use diesel::sql_types::{
 use diesel::PgConnection;
 use serde::Serialize;
 
-use crate::at_rest::{self, Purpose};
-use crate::attempt::{Claim, Outcome, OutcomeStatus};
+use crate::attempt::{Claim, ClaimSource, Outcome, OutcomeStatus, SealedCredentials};
 use crate::config::MAX_DURATION;
 use crate::error::{Refusal, StoreError};
-use crate::model::{
-    open_signing_keys, parse_headers, DeliveryAttempt, DeliveryLog, DeliveryStatus, Header,
-    NewDelivery,
-};
+use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
 use crate::render::AllowedHosts;
 use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
-use crate::sign::SigningKeys;
+use crate::store::Store;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
 /// Postgres's 65,535-parameter limit.
@@ -247,96 +245,122 @@ struct IdOnly {
     id: i64,
 }
 
-/// What a claim of several rows found.
-#[derive(Debug, Default)]
-pub struct ClaimBatch {
-    /// Claimed for one attempt each: send them.
-    pub claimed: Vec<Claim>,
-    /// Made Exhausted without a request, with the reason.
-    pub exhausted: Vec<(i64, String)>,
-    /// Terminal, or not due: a stale duplicate job.
-    pub stale: Vec<i64>,
+/// What a claim decided for one row: [`claim`] gives one per id it is
+/// asked for, in the same order.
+#[derive(Debug, Clone)]
+// A Send carries the whole request while the other verdicts are a word or
+// two; boxing it would cost an allocation for nearly every delivery, and
+// verdicts live only as long as one batch takes to sort.
+#[allow(clippy::large_enum_variant)]
+pub enum Verdict {
+    /// Claimed for one attempt: send it.
+    Send(Claim),
+    /// Made Exhausted without a request (its webhook deleted or disabled,
+    /// or out of attempts), with the reason.
+    Exhausted(String),
     /// Held by another attempt's lease for this long yet, by the database's
     /// clock (its worker may have died: the job can claim the row once the
     /// lease ends).
-    pub leased: Vec<(i64, Duration)>,
-    /// No such row.
-    pub missing: Vec<i64>,
+    Leased(Duration),
     /// Due, but its webhook is paused: the row waits, untouched, for
     /// `webhook resume` (which enqueues it again).
-    pub paused: Vec<i64>,
-    /// Rows the database would not claim, with its reason (filled by callers
-    /// that split a refused claim row by row).
-    pub refused: Vec<(i64, String)>,
+    Paused,
+    /// No such row.
+    Missing,
+    /// Terminal, or not due, or a second job for a row this batch claimed:
+    /// a stale duplicate.
+    Stale,
+    /// The database would not claim the row, with its reason (given by
+    /// callers that split a refused claim row by row).
+    Refused(String),
 }
 
 /// Claims the rows `ids` for one attempt each, in one statement (two or three
-/// more only for rows that cannot be claimed). `lease_margin` is added to each
-/// webhook's timeout.
+/// more only for rows that cannot be claimed), and says what became of each:
+/// one verdict per id, in order. `lease_margin` is added to each webhook's
+/// timeout.
 pub fn claim(
     conn: &mut PgConnection,
     ids: &[i64],
     lease_margin: Duration,
-) -> Result<ClaimBatch, StoreError> {
-    let mut batch = ClaimBatch::default();
+) -> Result<Vec<Verdict>, StoreError> {
     if ids.is_empty() {
-        return Ok(batch);
+        return Ok(Vec::new());
     }
     let rows: Vec<ClaimRow> = diesel::sql_query(CLAIM_SQL)
         .bind::<Array<BigInt>, _>(ids)
         .bind::<Double, _>(lease_margin.as_secs_f64())
         .load(conn)?;
-    let claimed: HashSet<i64> = rows.iter().map(|r| r.id).collect();
-    batch.claimed = rows
+    // Each claim goes to the first job naming its row; a second is stale.
+    let mut claims: HashMap<i64, Option<Claim>> = rows
         .into_iter()
-        .map(|r| {
-            let (frozen, defect) = match parse_headers(&r.headers) {
-                Ok(h) => (h, None),
-                Err(reason) => (Vec::new(), Some(reason)),
-            };
-            let (url, defect) = match destination(&r) {
-                Ok(url) => (url, defect),
-                Err(reason) => (r.url.clone(), Some(reason)),
-            };
-            let (headers, keys, credentials_error) =
-                credentials(frozen, &r.static_headers, r.secret, r.previous_secret);
-            Claim {
-                log_id: r.id,
-                webhook_id: r.webhook_id,
-                attempt: r.attempts,
-                max_attempts: r.max_attempts,
-                token: r.claim_token,
-                event_id: r.event_id,
-                webhook_name: r.webhook_name,
-                url,
-                method: r.method,
-                headers,
-                body: r.body,
-                timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
-                keys,
-                queue: r.queue,
-                defect,
-                credentials_error,
-            }
+        .map(|r| (r.id, Some(claim_of(r))))
+        .collect();
+    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claims.contains_key(id)));
+    let unclaimed = if rest.is_empty() {
+        HashMap::new()
+    } else {
+        why_unclaimed(conn, rest)?
+    };
+    Ok(ids
+        .iter()
+        .map(|id| match claims.get_mut(id) {
+            Some(claim) => claim.take().map_or(Verdict::Stale, Verdict::Send),
+            // Every row not claimed has its verdict there.
+            None => unclaimed.get(id).cloned().unwrap_or(Verdict::Missing),
         })
-        .collect();
+        .collect())
+}
 
-    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claimed.contains(id)));
-    if rest.is_empty() {
-        return Ok(batch);
-    }
+/// The claim a claimed row allows, sent where the webhook points now.
+fn claim_of(r: ClaimRow) -> Claim {
+    let (url, url_refused) = match destination(&r) {
+        Ok(url) => (url, None),
+        Err(reason) => (r.url.clone(), Some(reason)),
+    };
+    Claim::new(ClaimSource {
+        log_id: r.id,
+        attempt: r.attempts,
+        max_attempts: r.max_attempts,
+        token: r.claim_token,
+        event_id: r.event_id,
+        webhook_name: r.webhook_name,
+        webhook_id: r.webhook_id,
+        url,
+        url_refused,
+        method: r.method,
+        frozen_headers: &r.headers,
+        body: r.body,
+        timeout: Duration::from_millis(r.timeout_ms.max(1) as u64),
+        queue: r.queue,
+        credentials: SealedCredentials {
+            headers: &r.static_headers,
+            secret: r.secret.as_deref(),
+            previous_secret: r.previous_secret.as_deref(),
+        },
+    })
+}
+
+/// Why each of `ids` (distinct rows the claim did not take) was not
+/// claimed: rows that may not be sent are made Exhausted here; the others
+/// are found leased, paused, stale or missing.
+fn why_unclaimed(
+    conn: &mut PgConnection,
+    ids: Vec<i64>,
+) -> Result<HashMap<i64, Verdict>, StoreError> {
     let exhausted: Vec<IdReason> = diesel::sql_query(EXHAUST_UNSENDABLE_SQL)
-        .bind::<Array<BigInt>, _>(&rest)
+        .bind::<Array<BigInt>, _>(&ids)
         .load(conn)?;
-    let done: HashSet<i64> = exhausted.iter().map(|r| r.id).collect();
-    batch.exhausted = exhausted
+    let mut verdicts: HashMap<i64, Verdict> = exhausted
         .into_iter()
-        .map(|r| (r.id, r.error.unwrap_or_default()))
+        .map(|r| (r.id, Verdict::Exhausted(r.error.unwrap_or_default())))
         .collect();
-
-    let rest: Vec<i64> = rest.into_iter().filter(|id| !done.contains(id)).collect();
+    let rest: Vec<i64> = ids
+        .into_iter()
+        .filter(|id| !verdicts.contains_key(id))
+        .collect();
     if rest.is_empty() {
-        return Ok(batch);
+        return Ok(verdicts);
     }
     #[derive(QueryableByName)]
     struct Found {
@@ -363,16 +387,17 @@ pub fn claim(
     .map(|r| (r.id, (r.lease, r.paused)))
     .collect();
     for id in rest {
-        match found.get(&id) {
-            Some((Some(left), _)) => batch
-                .leased
-                .push((id, Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))),
-            Some((None, true)) => batch.paused.push(id),
-            Some((None, false)) => batch.stale.push(id),
-            None => batch.missing.push(id),
-        }
+        let verdict = match found.get(&id) {
+            Some((Some(left), _)) => {
+                Verdict::Leased(Duration::from_secs_f64(left.clamp(0.0, 86_400.0)))
+            }
+            Some((None, true)) => Verdict::Paused,
+            Some((None, false)) => Verdict::Stale,
+            None => Verdict::Missing,
+        };
+        verdicts.insert(id, verdict);
     }
-    Ok(batch)
+    Ok(verdicts)
 }
 
 /// Takes a workflow_transition row for its one synchronous attempt: the row
@@ -435,46 +460,6 @@ fn destination(r: &ClaimRow) -> Result<String, String> {
         .check(&url)
         .map_err(|e| format!("{e} (any more)"))?;
     Ok(r.url.clone())
-}
-
-/// The headers and signing keys an attempt sends: the row's frozen headers
-/// (its body's Content-Type) with the webhook's static headers as they are
-/// now, opened, over them; and the webhook's secrets, opened. A value that
-/// cannot be opened (its key is not configured) is the attempt's error: it
-/// is tried again later, not sent without its credentials.
-pub fn credentials(
-    frozen: Vec<Header>,
-    static_headers: &serde_json::Value,
-    secret: Option<String>,
-    previous_secret: Option<String>,
-) -> (Vec<Header>, SigningKeys, Option<String>) {
-    let ring = at_rest::keyring();
-    let mut error = None;
-    let mut statics = Vec::new();
-    for h in parse_headers(static_headers).unwrap_or_default() {
-        match ring.open(&h.value, Purpose::HeaderValue) {
-            Ok(value) => statics.push(Header { key: h.key, value }),
-            Err(e) => {
-                error.get_or_insert(format!(
-                    "the value of header {:?} cannot be opened: {e}",
-                    h.key
-                ));
-            }
-        }
-    }
-    let mut headers: Vec<Header> = frozen
-        .into_iter()
-        .filter(|f| !statics.iter().any(|s| s.key.eq_ignore_ascii_case(&f.key)))
-        .collect();
-    headers.extend(statics);
-    let keys = match open_signing_keys(secret.as_deref(), previous_secret.as_deref()) {
-        Ok(k) => k,
-        Err(e) => {
-            error.get_or_insert(format!("the signing secret cannot be opened: {e}"));
-            SigningKeys::default()
-        }
-    };
-    (headers, keys, error)
 }
 
 fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {
@@ -588,6 +573,67 @@ pub fn record_plain(
         ..outcome.clone()
     };
     record(conn, std::slice::from_ref(&plain), worker)
+}
+
+/// One outcome on its way into the database, written whole while the
+/// database takes it and, once it has refused it whole
+/// `refusals_before_plain` times, plainly at once ([`record_plain`]), so
+/// the row still ends with its outcome. The one path for the outcomes
+/// written alone: a worker's, when the database refuses their batch, and a
+/// workflow_transition's. Each caller retries [`OutcomeWrite::try_write`]
+/// with its own patience ([`crate::backoff::retry_until_stopped`]); the
+/// count of refusals is kept here between tries (atomics: a try's future
+/// only borrows the write, so it may run on any thread).
+pub struct OutcomeWrite {
+    outcome: Arc<Outcome>,
+    worker: Arc<str>,
+    refusals_before_plain: u32,
+    refusals: AtomicU32,
+    plain: AtomicBool,
+}
+
+impl OutcomeWrite {
+    /// `outcome`, recorded as written by `worker`.
+    pub fn new(outcome: Outcome, worker: &str, refusals_before_plain: u32) -> OutcomeWrite {
+        OutcomeWrite {
+            outcome: Arc::new(outcome),
+            worker: worker.into(),
+            refusals_before_plain,
+            refusals: AtomicU32::new(0),
+            plain: AtomicBool::new(false),
+        }
+    }
+
+    /// One try (and the plain write at once, if this refusal is the one
+    /// that calls for it): the ids whose row took the outcome (none: the row
+    /// was claimed again or replayed meanwhile, see [`record`]).
+    pub async fn try_write(&self, store: &Store) -> Result<Vec<i64>, StoreError> {
+        let plain = self.plain.load(Ordering::Relaxed);
+        let result = self.write(store, plain).await;
+        let Err(StoreError::Rejected(e)) = &result else {
+            return result;
+        };
+        if plain || self.refusals.fetch_add(1, Ordering::Relaxed) + 1 < self.refusals_before_plain {
+            return result;
+        }
+        tracing::warn!(log_id = self.outcome.log_id, attempt = self.outcome.attempt, error = %e,
+            "the database refuses this outcome; recording it without the response");
+        self.plain.store(true, Ordering::Relaxed);
+        self.write(store, true).await
+    }
+
+    async fn write(&self, store: &Store, plain: bool) -> Result<Vec<i64>, StoreError> {
+        let (outcome, worker) = (self.outcome.clone(), self.worker.clone());
+        store
+            .run(move |c| {
+                if plain {
+                    record_plain(c, &outcome, &worker)
+                } else {
+                    record(c, std::slice::from_ref(&*outcome), &worker)
+                }
+            })
+            .await
+    }
 }
 
 /// A row the sweeper should enqueue.
