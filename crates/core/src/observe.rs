@@ -610,9 +610,11 @@ pub fn probe_routes(probe: Probe, detailed: bool) -> Router {
 /// sends nothing must not hold one for longer than a scrape takes, nor take
 /// the process's file descriptors (which its deliveries need).
 pub const METRICS_LIMITS: ServeLimits = ServeLimits {
-    max_connections: 16,
-    // A scraper, a kubelet's probes and a person each need one or two.
-    max_per_client: 8,
+    // A scraper, a kubelet's probes and a person need a few each; a burst
+    // of probes from one place (a load balancer's checks) a few dozen.
+    // Far below a process's descriptors, which its deliveries need.
+    max_connections: 64,
+    max_per_client: 32,
     // A scraper sends its request at once; Prometheus's own scrape timeout
     // defaults to 10 s.
     header_read_timeout: Duration::from_secs(5),
