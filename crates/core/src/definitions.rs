@@ -108,10 +108,7 @@ impl From<diesel::result::Error> for DefinitionError {
     }
 }
 
-/// How every surface shows a header value (see
-/// [`crate::model::display_header_value`]); in a definition sent back it
-/// means "keep the stored value".
-pub const HIDDEN: &str = "[hidden]";
+pub use crate::model::HIDDEN;
 
 /// The keys [`apply_json`] takes.
 pub const JSON_KEYS: &[&str] = &[
