@@ -5,13 +5,13 @@ use anyhow::bail;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
+use hookfleet_admin::ops;
+use hookfleet_admin::views::DeliveryView;
 use hookfleet_core::config::parse_time_or_ago;
 use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::ops;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, ListFilter};
 use hookfleet_core::store::Store;
-use hookfleet_core::views::DeliveryView;
 
 use crate::table;
 

@@ -8,18 +8,18 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use hookfleet_admin::definitions;
+use hookfleet_admin::ops;
+use hookfleet_admin::preview::{default_sample_doc, Preview};
+use hookfleet_admin::views::WebhookView;
+use hookfleet_admin::ValidationError;
 use hookfleet_core::config::parse_duration;
-use hookfleet_core::definitions;
-use hookfleet_core::error::ValidationError;
 use hookfleet_core::model::read_document;
 use hookfleet_core::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookSpec};
-use hookfleet_core::ops;
-use hookfleet_core::render::{default_sample_doc, Preview};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::health::{self, Health};
 use hookfleet_core::store::{webhooks, Store};
-use hookfleet_core::views::WebhookView;
 
 use crate::table;
 
@@ -341,7 +341,7 @@ impl Definition {
         }
         if let Some(v) = &self.rate_limit {
             spec.rate_limit = Some(
-                hookfleet_core::validate::parse_rate_limit(v)
+                hookfleet_admin::validate::parse_rate_limit(v)
                     .map_err(|e| anyhow::anyhow!("--rate-limit: {e}"))?,
             );
         }
@@ -515,17 +515,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             fields.apply(&mut spec)?;
             let sample = fields.sample(&spec.entity_type)?;
             warn_unsealed(&spec);
-            let w = defining(store, |c| {
-                definitions::add(
-                    c,
-                    hookfleet_core::validate::Checks {
-                        policy,
-                        renderer: &hookfleet_template::Sandbox,
-                    },
-                    &spec,
-                    &sample,
-                )
-            })?;
+            let w = defining(store, |c| definitions::add(c, policy, &spec, &sample))?;
             println!(
                 "added webhook {} ({} {} → {}){}",
                 w.name,
@@ -662,17 +652,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 warn_unsealed(spec);
                 Ok((sample, no_secret))
             };
-            let updated = defining(store, |c| {
-                definitions::update_with(
-                    c,
-                    hookfleet_core::validate::Checks {
-                        policy,
-                        renderer: &hookfleet_template::Sandbox,
-                    },
-                    &name,
-                    edit,
-                )
-            })?;
+            let updated = defining(store, |c| definitions::update_with(c, policy, &name, edit))?;
             let w = updated.webhook;
             let starts_rotation = updated.rotation_started;
             println!(
@@ -731,8 +711,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 read_document(file, &doc)
             }
             .map_err(anyhow::Error::msg)?;
-            let preview =
-                hookfleet_core::render::preview(&w, &doc, policy, &hookfleet_template::Sandbox);
+            let preview = hookfleet_admin::preview::preview(&w, &doc, policy);
             if json {
                 println!("{}", serde_json::to_string_pretty(&preview)?);
             } else {

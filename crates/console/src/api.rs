@@ -89,7 +89,7 @@ pub fn api_routes() -> Vec<Route> {
             &["post"],
             "/api/v1/imports/frappe",
             post(frappe_import).layer(axum::extract::DefaultBodyLimit::max(
-                hookfleet_core::frappe_import::MAX_IMPORT_BYTES,
+                hookfleet_admin::frappe_import::MAX_IMPORT_BYTES,
             )),
         ),
         (&["get"], "/api/v1/deliveries", get(delivery_list)),
@@ -171,7 +171,7 @@ fn to_json<T: Serialize>(value: &T) -> ApiResult {
 }
 
 async fn stats(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
-    to_json(&hookfleet_core::ops::stats(&c.store, &c.queue).await?)
+    to_json(&hookfleet_admin::ops::stats(&c.store, &c.queue).await?)
 }
 
 /// The most minutes the activity chart covers: a day, 1,440 points.
@@ -264,11 +264,10 @@ async fn webhook_preview(
     let policy = c.policy.clone();
     // Templates render in the renderer process, bounded in time and
     // memory; the wait for it is not the runtime's.
-    let preview = tokio::task::spawn_blocking(move || {
-        hookfleet_core::render::preview(&w, &doc, &policy, &hookfleet_template::Sandbox)
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let preview =
+        tokio::task::spawn_blocking(move || hookfleet_admin::preview::preview(&w, &doc, &policy))
+            .await
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(for_actor(&preview, actor)))
 }
 
@@ -296,20 +295,11 @@ async fn frappe_import(
     }
     let text =
         std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
-    let docs = hookfleet_core::frappe_import::documents(text)
+    let docs = hookfleet_admin::frappe_import::documents(text)
         .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
     let (store, policy) = (c.store.clone(), c.policy.clone());
     let report = tokio::task::spawn_blocking(move || {
-        hookfleet_core::frappe_import::import(
-            &store,
-            hookfleet_core::validate::Checks {
-                policy: &policy,
-                renderer: &hookfleet_template::Sandbox,
-            },
-            &docs,
-            q.dry_run,
-            q.atomic,
-        )
+        hookfleet_admin::frappe_import::import(&store, &policy, &docs, q.dry_run, q.atomic)
     })
     .await
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -601,15 +591,15 @@ pub mod actions {
     use chrono::{DateTime, Utc};
     use serde_json::{json, Map, Value};
 
-    use hookfleet_core::definitions;
+    use hookfleet_admin::definitions;
+    use hookfleet_admin::ops;
+    use hookfleet_admin::preview::default_sample_doc;
+    use hookfleet_admin::views::{DeliveryView, WebhookView};
     use hookfleet_core::model::{
         DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook, WebhookSpec,
     };
-    use hookfleet_core::ops;
-    use hookfleet_core::render::default_sample_doc;
     use hookfleet_core::store::deliveries::{self, MinuteCount};
     use hookfleet_core::store::webhooks;
-    use hookfleet_core::views::{DeliveryView, WebhookView};
 
     use super::ListQuery;
     use crate::auth::Actor;
@@ -719,17 +709,7 @@ pub mod actions {
         let name = spec.name.clone();
         let w = c
             .store
-            .run(move |conn| {
-                Ok(definitions::add(
-                    conn,
-                    hookfleet_core::validate::Checks {
-                        policy: &policy,
-                        renderer: &hookfleet_template::Sandbox,
-                    },
-                    &spec,
-                    &sample,
-                ))
-            })
+            .run(move |conn| Ok(definitions::add(conn, &policy, &spec, &sample)))
             .await??;
         logged(actor, "webhook-add", &name);
         view_of(c, w, actor).await
@@ -749,20 +729,11 @@ pub mod actions {
         let updated = c
             .store
             .run(move |conn| {
-                Ok(definitions::update_with(
-                    conn,
-                    hookfleet_core::validate::Checks {
-                        policy: &policy,
-                        renderer: &hookfleet_template::Sandbox,
-                    },
-                    &owned,
-                    |spec| {
-                        let (sample, remove_secret) = definitions::apply_json(spec, &body)?;
-                        let sample =
-                            sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
-                        Ok((sample, remove_secret))
-                    },
-                ))
+                Ok(definitions::update_with(conn, &policy, &owned, |spec| {
+                    let (sample, remove_secret) = definitions::apply_json(spec, &body)?;
+                    let sample = sample.unwrap_or_else(|| default_sample_doc(&spec.entity_type));
+                    Ok((sample, remove_secret))
+                }))
             })
             .await??;
         logged(actor, "webhook-update", name);

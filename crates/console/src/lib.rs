@@ -16,7 +16,7 @@
 //! - Every action is logged at info with the name of the token that did it
 //!   (`token` or `loopback`; a `read-token` may not act).
 //! - Secrets are never shown, nor header values (the views of
-//!   [`hookfleet_core::views`]); a read-only viewer sees less (`redact`).
+//!   [`hookfleet_admin::views`]); a read-only viewer sees less (`redact`).
 //!
 //! # Layout
 //! - `api`: the `/api/v1` routes (one table, held against `openapi.json`)
@@ -151,9 +151,9 @@ impl From<hookfleet_core::QueueError> for ApiError {
     }
 }
 
-impl From<hookfleet_core::definitions::DefinitionError> for ApiError {
-    fn from(e: hookfleet_core::definitions::DefinitionError) -> ApiError {
-        use hookfleet_core::definitions::DefinitionError as E;
+impl From<hookfleet_admin::definitions::DefinitionError> for ApiError {
+    fn from(e: hookfleet_admin::definitions::DefinitionError) -> ApiError {
+        use hookfleet_admin::definitions::DefinitionError as E;
         match e {
             E::Invalid(v) => ApiError(StatusCode::BAD_REQUEST, v.to_string()),
             E::Store(e) => e.into(),
@@ -161,9 +161,9 @@ impl From<hookfleet_core::definitions::DefinitionError> for ApiError {
     }
 }
 
-impl From<hookfleet_core::ops::OpsError> for ApiError {
-    fn from(e: hookfleet_core::ops::OpsError) -> ApiError {
-        use hookfleet_core::ops::OpsError as E;
+impl From<hookfleet_admin::ops::OpsError> for ApiError {
+    fn from(e: hookfleet_admin::ops::OpsError) -> ApiError {
+        use hookfleet_admin::ops::OpsError as E;
         match e {
             E::Store(e) => e.into(),
             E::Queue(e) => e.into(),

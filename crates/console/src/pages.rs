@@ -400,7 +400,7 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
 async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
     let actor = visitor!(visitor, "/");
     let page = Page::new("Overview", "overview", &visitor, &c, actor);
-    let stats = match hookfleet_core::ops::stats(&c.store, &c.queue).await {
+    let stats = match hookfleet_admin::ops::stats(&c.store, &c.queue).await {
         Ok(s) => s,
         Err(e) => return error_page(&page, e.into()),
     };

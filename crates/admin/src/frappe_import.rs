@@ -10,15 +10,17 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::StoreError;
-use crate::model::{
+use hookfleet_core::error::StoreError;
+use hookfleet_core::model::{
     FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT,
 };
-use crate::render::default_sample_doc;
-use crate::sign::Secret;
-use crate::store::webhooks::{self, SecretChange, Upsert};
-use crate::store::Store;
-use crate::validate::{validate, Checks};
+use hookfleet_core::sign::Secret;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::webhooks::{self, SecretChange, Upsert};
+use hookfleet_core::store::Store;
+
+use crate::preview::default_sample_doc;
+use crate::validate::validate;
 
 /// The largest import file read: a site's webhooks are a few kilobytes
 /// each; a file this size is a mistake (or not a fixtures file).
@@ -377,7 +379,7 @@ struct Plan {
 /// Maps and validates one document against what is stored.
 fn plan(
     store: &Store,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     doc: &serde_json::Value,
 ) -> Result<(Plan, Vec<String>), String> {
     let imported = to_spec(doc)?;
@@ -445,7 +447,7 @@ fn plan(
             }
         },
     };
-    validate(&spec, checks, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
+    validate(&spec, policy, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
     Ok((
         Plan {
             unchanged: current_spec.as_ref() == Some(&spec),
@@ -528,7 +530,7 @@ impl Report {
 /// not stop the others unless `atomic`.
 pub fn import(
     store: &Store,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     docs: &[Value],
     dry_run: bool,
     atomic: bool,
@@ -542,7 +544,7 @@ pub fn import(
         // the second: the later ones are refused, whatever became of the
         // first.
         let planned = if seen.insert(name.clone()) {
-            plan(store, checks, doc)
+            plan(store, policy, doc)
         } else {
             Err("the file holds another document of this name".into())
         };

@@ -8,14 +8,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::at_rest::SEALED_PREFIX;
-use crate::error::ValidationError;
-use crate::model::{Structure, Webhook, WebhookSpec};
-use crate::render::{check_templates, check_url, parse_host_entry, Renderer};
-use crate::sign::{
+use hookfleet_core::at_rest::SEALED_PREFIX;
+use hookfleet_core::model::{Structure, Webhook, WebhookSpec};
+use hookfleet_core::render::{check_url, parse_host_entry};
+use hookfleet_core::sign::{
     check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
-use crate::ssrf::NetworkPolicy;
+use hookfleet_core::ssrf::NetworkPolicy;
+
+use crate::error::ValidationError;
+use crate::preview::check_templates;
 
 /// The longest a receiver may take: a worker slot held longer than a minute
 /// by one receiver is a slot stolen from all the others.
@@ -134,21 +136,14 @@ fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// What a definition is checked against: the networks its requests may
-/// reach and the renderer its templates are tried in.
-#[derive(Clone, Copy)]
-pub struct Checks<'a> {
-    pub policy: &'a NetworkPolicy,
-    pub renderer: &'a dyn Renderer,
-}
-
-/// Validates `spec`; `sample` is the document its templates are tried on.
+/// Validates `spec`: `policy` is where its requests may go, `sample` the
+/// document its templates are tried on (in the template renderer
+/// processes).
 pub fn validate(
     spec: &WebhookSpec,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     sample: &Value,
 ) -> Result<(), ValidationError> {
-    let policy = checks.policy;
     check_webhook_name(&spec.name)?;
     check_text("the entity type", &spec.entity_type)?;
     check_text("the event", &spec.event)?;
@@ -296,11 +291,6 @@ pub fn validate(
         return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));
     }
 
-    check_templates(
-        Arc::new(Webhook::preview(spec)),
-        sample,
-        policy,
-        checks.renderer,
-    )
-    .map_err(|e| ValidationError(e.to_string()))
+    check_templates(Arc::new(Webhook::preview(spec)), sample, policy)
+        .map_err(|e| ValidationError(e.to_string()))
 }

@@ -8,12 +8,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::error::{QueueError, StoreError};
-use crate::model::{DeliveryStatus, Webhook};
-use crate::queue::{Enqueue, RedisQueue};
-use crate::store::deliveries::{self, DueRow, Replayed};
-use crate::store::health::{self, Health};
-use crate::store::{webhooks, Store};
+use hookfleet_core::error::{QueueError, StoreError};
+use hookfleet_core::model::{DeliveryStatus, Webhook};
+use hookfleet_core::queue::{Enqueue, RedisQueue};
+use hookfleet_core::store::deliveries::{self, DueRow, Replayed};
+use hookfleet_core::store::health::{self, Health};
+use hookfleet_core::store::{webhooks, Store};
+
 use crate::views::{RowCounts, StatsView};
 
 /// An action that failed in Postgres or in Redis.

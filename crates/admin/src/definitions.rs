@@ -7,12 +7,17 @@ use serde_json::{Map, Value};
 
 use diesel::{Connection, PgConnection};
 
-use crate::config::parse_duration;
-use crate::error::{Refusal, StoreError, ValidationError};
-use crate::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec};
-use crate::sign::Secret;
-use crate::store::webhooks::{self, SecretChange};
-use crate::validate::{parse_rate_limit, validate, Checks};
+use hookfleet_core::config::parse_duration;
+use hookfleet_core::error::{Refusal, StoreError};
+use hookfleet_core::model::{
+    FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
+};
+use hookfleet_core::sign::Secret;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::webhooks::{self, SecretChange};
+
+use crate::error::ValidationError;
+use crate::validate::{parse_rate_limit, validate};
 
 /// Why a definition was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +31,11 @@ pub enum DefinitionError {
 /// Validates `spec` on `sample` and stores it as a new webhook.
 pub fn add(
     conn: &mut PgConnection,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     spec: &WebhookSpec,
     sample: &Value,
 ) -> Result<Webhook, DefinitionError> {
-    validate(spec, checks, sample)?;
+    validate(spec, policy, sample)?;
     Ok(webhooks::insert(conn, &WebhookRow::from(spec))?)
 }
 
@@ -47,14 +52,14 @@ pub struct Updated {
 /// `remove_secret` the webhook stops signing.
 pub fn update(
     conn: &mut PgConnection,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     name: &str,
     spec: &WebhookSpec,
     was: Option<&Secret>,
     remove_secret: bool,
     sample: &Value,
 ) -> Result<Updated, DefinitionError> {
-    validate(spec, checks, sample)?;
+    validate(spec, policy, sample)?;
     let change = if remove_secret {
         SecretChange::Remove
     } else {
@@ -79,7 +84,7 @@ pub fn update(
 /// edit and a disable, two edits) never undo each other.
 pub fn update_with(
     conn: &mut PgConnection,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     name: &str,
     edit: impl FnOnce(&mut WebhookSpec) -> Result<(Value, bool), ValidationError>,
 ) -> Result<Updated, DefinitionError> {
@@ -92,7 +97,7 @@ pub fn update_with(
         let (sample, remove_secret) = edit(&mut spec)?;
         update(
             conn,
-            checks,
+            policy,
             name,
             &spec,
             was.as_ref(),
@@ -108,7 +113,7 @@ impl From<diesel::result::Error> for DefinitionError {
     }
 }
 
-pub use crate::model::HIDDEN;
+pub use hookfleet_core::model::HIDDEN;
 
 /// The keys [`apply_json`] takes.
 pub const JSON_KEYS: &[&str] = &[
