@@ -19,6 +19,7 @@ use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::webhooks::{self, SecretChange, Upsert};
 use hookfleet_core::store::Store;
 
+use crate::error::OpsError;
 use crate::preview::default_sample_doc;
 use crate::validate::validate;
 
@@ -527,8 +528,24 @@ impl Report {
 /// `webhook import`: maps each document ([`to_spec`]), validates it as
 /// `webhook add` does against what is stored, and (unless `dry_run`)
 /// creates or updates it under its Frappe name; one refused document does
-/// not stop the others unless `atomic`.
-pub fn import(
+/// not stop the others unless `atomic`. Runs on a blocking thread (the
+/// templates render in the renderer processes).
+pub async fn import(
+    store: &Store,
+    policy: &NetworkPolicy,
+    docs: Vec<Value>,
+    dry_run: bool,
+    atomic: bool,
+) -> Result<Report, OpsError> {
+    let (store, policy) = (store.clone(), policy.clone());
+    Ok(tokio::task::spawn_blocking(move || {
+        import_blocking(&store, &policy, &docs, dry_run, atomic)
+    })
+    .await?)
+}
+
+/// [`import`] on the calling thread.
+fn import_blocking(
     store: &Store,
     policy: &NetworkPolicy,
     docs: &[Value],

@@ -16,8 +16,11 @@ use hookfleet_core::sign::{
     HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
 use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::Store;
 use hookfleet_core::RenderError;
 use hookfleet_template::Sandbox;
+
+use crate::error::OpsError;
 
 /// What a webhook would do with a document, nothing recorded and nothing
 /// sent (`hookfleet webhook preview`). The condition is rendered on its
@@ -47,9 +50,22 @@ pub struct Preview {
 /// signatures) show in a preview.
 pub const SET_WHEN_SENT: &str = "[set when sent]";
 
+/// `webhook preview NAME`: the webhook `name` previewed on `doc` (see
+/// [`Preview`]), rendered on a blocking thread.
+pub async fn preview(
+    store: &Store,
+    policy: &NetworkPolicy,
+    name: &str,
+    doc: Value,
+) -> Result<Preview, OpsError> {
+    let webhook = crate::webhooks::get(store, name).await?;
+    let policy = policy.clone();
+    Ok(tokio::task::spawn_blocking(move || render(&webhook, &doc, &policy)).await?)
+}
+
 /// Previews `webhook` on `doc` (see [`Preview`]): renders in a renderer,
-/// under the same limits as an emit.
-pub fn preview(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Preview {
+/// under the same limits as an emit. Blocking.
+pub fn render(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Preview {
     let renderer = &Sandbox;
     let condition = webhook.condition.clone().filter(|c| !c.trim().is_empty());
     let (meets_condition, condition_error) = match condition {

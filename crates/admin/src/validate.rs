@@ -1,6 +1,8 @@
 //! The checks a webhook definition must pass before it is stored. Each refusal
-//! says what is wrong in the operator's terms; nothing is written when one
-//! fails.
+//! names the field and the rule it breaks ([`ValidationError`]) and says
+//! what is wrong in the operator's terms; nothing is written when one
+//! fails. The checks run in a fixed order, so a definition with several
+//! faults is always refused for the same one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use hookfleet_core::sign::{
 };
 use hookfleet_core::ssrf::NetworkPolicy;
 
-use crate::error::ValidationError;
+use crate::error::{Field, Rule, ValidationError};
 use crate::preview::check_templates;
 
 /// The longest a receiver may take: a worker slot held longer than a minute
@@ -38,11 +40,7 @@ pub const MAX_RATE_LIMIT: i32 = 100_000;
 /// Reads a rate limit written `N/s` (requests per second, 1 to
 /// [`MAX_RATE_LIMIT`]).
 pub fn parse_rate_limit(text: &str) -> Result<i32, ValidationError> {
-    let refuse = || {
-        ValidationError(format!(
-            "a rate limit is written N/s, N from 1 to {MAX_RATE_LIMIT} (e.g. 100/s)"
-        ))
-    };
+    let refuse = || ValidationError::invalid(Field::RateLimit, Rule::NotARate);
     let n = text.trim().strip_suffix("/s").ok_or_else(refuse)?;
     match n.trim().parse::<i32>() {
         Ok(n) if (1..=MAX_RATE_LIMIT).contains(&n) => Ok(n),
@@ -80,34 +78,34 @@ const RESERVED_HEADERS: &[&str] = &[
 /// `Proxy-Connection`, …).
 const RESERVED_HEADER_PREFIXES: &[&str] = &["proxy-"];
 
-fn refuse(msg: impl Into<String>) -> Result<(), ValidationError> {
-    Err(ValidationError(msg.into()))
+/// Refuses `field` for breaking `rule`.
+fn refuse(field: Field, rule: Rule) -> Result<(), ValidationError> {
+    Err(ValidationError::invalid(field, rule))
 }
 
-fn check_text(what: &str, value: &str) -> Result<(), ValidationError> {
+fn check_text(field: Field, value: &str) -> Result<(), ValidationError> {
     if value.trim().is_empty() {
-        return refuse(format!("{what} is empty"));
+        return refuse(field, Rule::Empty);
     }
     if value.chars().count() > MAX_NAME_LEN {
-        return refuse(format!("{what} is longer than {MAX_NAME_LEN} characters"));
+        return refuse(field, Rule::TooLong);
     }
     if value.chars().any(char::is_control) {
-        return refuse(format!("{what} contains control characters"));
+        return refuse(field, Rule::ControlCharacters);
     }
     Ok(())
 }
 
 /// Names that end up inside Redis keys (queues, with a `{hash tag}`) or on a
 /// command line.
-fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
-    check_text(what, value)?;
+fn check_identifier(field: Field, value: &str) -> Result<(), ValidationError> {
+    check_text(field, value)?;
     if !value
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
     {
-        return refuse(format!(
-            "{what} {value:?} may only use letters, digits, '_', '-', '.' and ':'"
-        ));
+        let value = value.to_string();
+        return refuse(field, Rule::NotAnIdentifier { value });
     }
     Ok(())
 }
@@ -118,20 +116,18 @@ fn check_identifier(what: &str, value: &str) -> Result<(), ValidationError> {
 /// that reads as another), or spaces at either end. It never reaches a
 /// Redis key or a header.
 fn check_webhook_name(value: &str) -> Result<(), ValidationError> {
-    check_text("the webhook name", value)?;
+    check_text(Field::Name, value)?;
     if value.trim() != value {
-        return refuse(format!(
-            "the webhook name {value:?} starts or ends with a space"
-        ));
+        let value = value.to_string();
+        return refuse(Field::Name, Rule::SpaceAtEnds { value });
     }
     let invisible = |c: char| {
         matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
             | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
     };
     if value.chars().any(invisible) {
-        return refuse(format!(
-            "the webhook name {value:?} contains invisible or direction-changing characters"
-        ));
+        let value = value.to_string();
+        return refuse(Field::Name, Rule::InvisibleCharacters { value });
     }
     Ok(())
 }
@@ -145,75 +141,86 @@ pub fn validate(
     sample: &Value,
 ) -> Result<(), ValidationError> {
     check_webhook_name(&spec.name)?;
-    check_text("the entity type", &spec.entity_type)?;
-    check_text("the event", &spec.event)?;
-    check_identifier("the queue name", &spec.queue)?;
-
+    check_text(Field::EntityType, &spec.entity_type)?;
+    check_text(Field::Event, &spec.event)?;
+    check_identifier(Field::Queue, &spec.queue)?;
     if spec.dynamic_url {
         if spec.request_url.trim().is_empty() {
-            return refuse("the URL template is empty");
+            return refuse(Field::Url, Rule::Empty);
         }
-    } else {
-        check_url(&spec.request_url, policy).map_err(|e| ValidationError(format!("{e}")))?;
+    } else if let Err(e) = check_url(&spec.request_url, policy) {
+        return refuse(Field::Url, Rule::Refused(e));
     }
+    check_body(spec)?;
+    check_fields(spec)?;
+    check_headers(spec)?;
+    check_secret_and_sealing(spec)?;
+    check_allowed_hosts(spec)?;
+    check_limits(spec)?;
+    check_templates(Arc::new(Webhook::preview(spec)), sample, policy)
+        .or_else(|e| refuse(Field::Templates, Rule::Refused(e)))
+}
 
+/// A form body is a field selection; a JSON body a template, a field
+/// selection or the whole document.
+fn check_body(spec: &WebhookSpec) -> Result<(), ValidationError> {
+    let template = spec.body_template.is_some();
     match spec.structure {
-        Structure::Form if spec.body_template.is_some() => return refuse(
-            "a form body is a field selection (--field); a body template needs --structure json",
-        ),
+        Structure::Form if template => return refuse(Field::BodyTemplate, Rule::TemplateInForm),
         Structure::Form if spec.fields.is_empty() => {
-            return refuse("a form body needs at least one --field DOCFIELD[:KEY]")
+            return refuse(Field::Fields, Rule::FormWithoutFields)
         }
-        Structure::Json if spec.body_template.is_some() && !spec.fields.is_empty() => {
-            return refuse("choose a body template or a field selection, not both")
+        Structure::Json if template && !spec.fields.is_empty() => {
+            return refuse(Field::Fields, Rule::TemplateAndFields)
         }
         _ => {}
     }
-    if let Some(t) = &spec.body_template {
-        if t.trim().is_empty() {
-            return refuse("the body template is empty");
-        }
+    match &spec.body_template {
+        Some(t) if t.trim().is_empty() => refuse(Field::BodyTemplate, Rule::Empty),
+        _ => Ok(()),
     }
+}
 
+/// Each selected document field once, each key once.
+fn check_fields(spec: &WebhookSpec) -> Result<(), ValidationError> {
     let mut doc_fields = HashSet::new();
     let mut keys = HashSet::new();
     for f in &spec.fields {
         if f.field.trim().is_empty() || f.key.trim().is_empty() {
-            return refuse("a field selection needs a document field and a key (DOCFIELD:KEY)");
+            return refuse(Field::Fields, Rule::SelectionIncomplete);
         }
         if !doc_fields.insert(f.field.as_str()) {
-            return refuse(format!(
-                "the document field {:?} is selected twice",
-                f.field
-            ));
+            let field = f.field.clone();
+            return refuse(Field::Fields, Rule::FieldTwice { field });
         }
         if !keys.insert(f.key.as_str()) {
-            return refuse(format!(
-                "the key {:?} is used by two selected fields",
-                f.key
-            ));
+            let key = f.key.clone();
+            return refuse(Field::Fields, Rule::KeyTwice { key });
         }
     }
+    Ok(())
+}
 
+/// Static headers a client can send, none of hookfleet's own or of one
+/// connection's, each once.
+fn check_headers(spec: &WebhookSpec) -> Result<(), ValidationError> {
     let mut header_names = HashSet::new();
     for h in &spec.headers {
+        let header = || h.key.clone();
         if h.key.trim().is_empty() {
-            return refuse("a header has no key (expected KEY:VALUE)");
+            return refuse(Field::Headers, Rule::HeaderWithoutKey);
         }
         if h.value.trim().is_empty() {
-            return refuse(format!(
-                "the header {:?} has no value (expected KEY:VALUE)",
-                h.key
-            ));
+            let header = header();
+            return refuse(Field::Headers, Rule::HeaderWithoutValue { header });
         }
         if reqwest::header::HeaderName::from_bytes(h.key.as_bytes()).is_err() {
-            return refuse(format!("{:?} is not a valid header name", h.key));
+            let header = header();
+            return refuse(Field::Headers, Rule::NotAHeaderName { header });
         }
         if reqwest::header::HeaderValue::from_str(&h.value).is_err() {
-            return refuse(format!(
-                "the value of header {:?} is not a valid header value",
-                h.key
-            ));
+            let header = header();
+            return refuse(Field::Headers, Rule::NotAHeaderValue { header });
         }
         let lower = h.key.to_ascii_lowercase();
         if RESERVED_HEADERS
@@ -223,22 +230,26 @@ pub fn validate(
                 .iter()
                 .any(|p| lower.starts_with(p))
         {
-            return refuse(format!(
-                "the header {:?} is set by hookfleet itself or belongs to one connection",
-                h.key
-            ));
+            let header = header();
+            return refuse(Field::Headers, Rule::ReservedHeader { header });
         }
         if !header_names.insert(lower) {
-            return refuse(format!("the header {:?} is given twice", h.key));
+            let header = header();
+            return refuse(Field::Headers, Rule::HeaderTwice { header });
         }
     }
+    Ok(())
+}
 
+/// A secret the signer can use; no secret or header value that reads as
+/// one already sealed.
+fn check_secret_and_sealing(spec: &WebhookSpec) -> Result<(), ValidationError> {
     if let Some(secret) = &spec.secret {
-        check_secret(secret.expose()).map_err(ValidationError)?;
+        if let Err(reason) = check_secret(secret.expose()) {
+            return refuse(Field::Secret, Rule::UnusableSecret(reason));
+        }
         if secret.expose().starts_with(SEALED_PREFIX) {
-            return refuse(format!(
-                "a secret may not begin with {SEALED_PREFIX:?} (it marks sealed values)"
-            ));
+            return refuse(Field::Secret, Rule::SealedPrefix);
         }
     }
     if spec
@@ -246,51 +257,54 @@ pub fn validate(
         .iter()
         .any(|h| h.value.starts_with(SEALED_PREFIX))
     {
-        return refuse(format!(
-            "a header value may not begin with {SEALED_PREFIX:?} (it marks sealed values)"
-        ));
+        return refuse(Field::Headers, Rule::SealedPrefix);
     }
+    Ok(())
+}
+
+/// A few `HOST[:PORT]` entries, for a dynamic URL only.
+fn check_allowed_hosts(spec: &WebhookSpec) -> Result<(), ValidationError> {
     if spec.allowed_hosts.len() > MAX_ALLOWED_HOSTS {
-        return refuse(format!("at most {MAX_ALLOWED_HOSTS} allowed hosts"));
+        return refuse(Field::AllowedHosts, Rule::TooManyHosts);
     }
-    for h in &spec.allowed_hosts {
-        if parse_host_entry(h).is_none() {
-            return refuse(format!(
-                "allowed host {h:?} is not HOST or HOST:PORT (e.g. api.example.com or api.example.com:8443)"
-            ));
-        }
+    if let Some(h) = spec
+        .allowed_hosts
+        .iter()
+        .find(|h| parse_host_entry(h).is_none())
+    {
+        let host = h.clone();
+        return refuse(Field::AllowedHosts, Rule::NotAHost { host });
     }
     if !spec.allowed_hosts.is_empty() && !spec.dynamic_url {
-        return refuse("--allowed-host applies to a dynamic URL (--dynamic-url) only");
+        return refuse(Field::AllowedHosts, Rule::HostsWithoutDynamicUrl);
     }
+    Ok(())
+}
+
+/// The timeout, the retries, the concurrency and the rate limit within
+/// their bounds.
+fn check_limits(spec: &WebhookSpec) -> Result<(), ValidationError> {
     if spec.timeout.is_zero() {
-        return refuse("the timeout must be more than 0");
+        return refuse(Field::Timeout, Rule::TooSmall);
     }
     if spec.timeout > MAX_TIMEOUT {
-        return refuse(format!(
-            "the timeout must be at most {}s",
-            MAX_TIMEOUT.as_secs()
-        ));
+        return refuse(Field::Timeout, Rule::TooLarge);
     }
     if spec.max_retries < 0 {
-        return refuse("max retries cannot be negative (0 means one attempt only)");
+        return refuse(Field::MaxRetries, Rule::TooSmall);
     }
     if let Some(n) = spec.max_concurrency {
         if !(1..=MAX_ENDPOINT_CONCURRENCY).contains(&n) {
-            return refuse(format!(
-                "max concurrency is 1 to {MAX_ENDPOINT_CONCURRENCY}"
-            ));
+            return refuse(Field::MaxConcurrency, Rule::OutOfRange);
         }
     }
     if let Some(n) = spec.rate_limit {
         if !(1..=MAX_RATE_LIMIT).contains(&n) {
-            return refuse(format!("the rate limit is 1/s to {MAX_RATE_LIMIT}/s"));
+            return refuse(Field::RateLimit, Rule::OutOfRange);
         }
     }
     if spec.max_retries > MAX_RETRIES_LIMIT {
-        return refuse(format!("max retries is at most {MAX_RETRIES_LIMIT}"));
+        return refuse(Field::MaxRetries, Rule::TooLarge);
     }
-
-    check_templates(Arc::new(Webhook::preview(spec)), sample, policy)
-        .map_err(|e| ValidationError(e.to_string()))
+    Ok(())
 }

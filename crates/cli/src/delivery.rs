@@ -5,8 +5,8 @@ use anyhow::bail;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use hookfleet_admin::ops;
 use hookfleet_admin::views::DeliveryView;
+use hookfleet_admin::{deliveries as admin_deliveries, replay, stats as admin_stats};
 use hookfleet_core::config::parse_time_or_ago;
 use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::queue::RedisQueue;
@@ -133,21 +133,12 @@ pub async fn run(
             limit,
             json,
         } => {
-            let rows = store.run_sync(|c| {
-                let webhook = webhook
-                    .as_deref()
-                    .map(|name| deliveries::webhook_rows(c, name))
-                    .transpose()?;
-                deliveries::list(
-                    c,
-                    &ListFilter {
-                        status,
-                        webhook,
-                        limit,
-                        ..ListFilter::default()
-                    },
-                )
-            })?;
+            let filter = ListFilter {
+                status,
+                limit,
+                ..ListFilter::default()
+            };
+            let rows = admin_deliveries::list(store, webhook, filter, None).await?;
             if json {
                 let views: Vec<DeliveryView> = rows.iter().map(DeliveryView::new).collect();
                 println!("{}", serde_json::to_string_pretty(&views)?);
@@ -187,8 +178,7 @@ pub async fn run(
             }
         }
         DeliveryCommand::Show { id, json } => {
-            let (row, attempts) =
-                store.run_sync(|c| Ok((deliveries::get(c, id)?, deliveries::attempts(c, id)?)))?;
+            let (row, attempts) = admin_deliveries::show(store, id).await?;
             let mut view = DeliveryView::new(&row);
             if json {
                 view.attempt_log = Some(attempts.iter().collect());
@@ -238,8 +228,8 @@ pub async fn run(
             force,
             ..
         } => {
-            let ops::ReplayOne { replayed, note } =
-                ops::replay(store, queue, grace, id, force).await?;
+            let replay::ReplayOne { replayed, note } =
+                replay::replay(store, queue, grace, id, force).await?;
             println!(
                 "delivery {id}: {} → Failed, due now (attempt {} allowed); {note}",
                 replayed.previous_status, replayed.next_attempt
@@ -254,7 +244,7 @@ pub async fn run(
         } => {
             let since = parse_since(&since)?;
             let done =
-                ops::replay_bulk(store, queue, grace, &webhook, status, since, false).await?;
+                replay::replay_bulk(store, queue, grace, &webhook, status, since, false).await?;
             match done.note {
                 None => {
                     println!("no {status} deliveries of {webhook} since {since}; nothing replayed")
@@ -274,7 +264,7 @@ pub async fn run(
 
 /// `hookfleet stats`.
 pub async fn stats(store: &Store, queue: &RedisQueue, json: bool) -> anyhow::Result<()> {
-    let view = ops::stats(store, queue).await?;
+    let view = admin_stats::stats(store, queue).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&view)?);
         return Ok(());

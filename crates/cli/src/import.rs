@@ -52,11 +52,11 @@ fn read_input(file: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::Result<()> {
+pub async fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::Result<()> {
     let text = read_input(&args.file)?;
     let docs =
         frappe_import::documents(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file))?;
-    let r = frappe_import::import(store, policy, &docs, args.dry_run, args.atomic);
+    let r = frappe_import::import(store, policy, docs, args.dry_run, args.atomic).await?;
     report(&r.outcomes, args.json, r.held_back)?;
     let refused = r.refused();
     if refused > 0 {

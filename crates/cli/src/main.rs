@@ -199,7 +199,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let queue = s.queue()?;
             webhook::resume(&store, &queue, s.queue_grace, &name).await?
         }
-        Command::Webhook(cmd) => webhook::run(&store, &s.allowed_networks, cmd)?,
+        Command::Webhook(cmd) => webhook::run(&store, &s.allowed_networks, cmd).await?,
         Command::Delivery(cmd) => {
             let queue = s.queue()?;
             delivery::run(&store, &queue, s.queue_grace, cmd).await?

@@ -2,24 +2,20 @@
 //! Every definition is validated before anything is written; the secret is
 //! write-only (list and show say whether signing is on, never the secret).
 
-use std::collections::HashMap;
-
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use hookfleet_admin::definitions;
-use hookfleet_admin::ops;
 use hookfleet_admin::preview::{default_sample_doc, Preview};
 use hookfleet_admin::views::WebhookView;
-use hookfleet_admin::ValidationError;
+use hookfleet_admin::webhooks;
 use hookfleet_core::config::parse_duration;
 use hookfleet_core::model::read_document;
-use hookfleet_core::model::{FieldMapping, Header, Method, Structure, Webhook, WebhookSpec};
+use hookfleet_core::model::{FieldMapping, Header, Method, Structure, WebhookSpec};
 use hookfleet_core::sign::Secret;
 use hookfleet_core::ssrf::NetworkPolicy;
-use hookfleet_core::store::health::{self, Health};
-use hookfleet_core::store::{webhooks, Store};
+use hookfleet_core::store::Store;
 
 use crate::table;
 
@@ -229,15 +225,6 @@ pub struct Definition {
     sample_doc: Option<String>,
 }
 
-/// Runs a definition change with a connection: a refusal or a database
-/// error, as the CLI reports them.
-fn defining<T>(
-    store: &Store,
-    f: impl FnOnce(&mut diesel::PgConnection) -> Result<T, definitions::DefinitionError>,
-) -> anyhow::Result<T> {
-    Ok(store.run_sync(|c| Ok(f(c)))??)
-}
-
 /// Says, once, that what is about to be stored holds credentials that will
 /// not be sealed (no key is configured).
 fn warn_unsealed(spec: &WebhookSpec) {
@@ -436,14 +423,7 @@ fn percent(rate: f64) -> String {
     format!("{:.1}%", rate * 100.0)
 }
 
-/// The health of `ws`, one read for all of them.
-fn health_of(store: &Store, ws: &[Webhook]) -> anyhow::Result<HashMap<i64, Health>> {
-    let ids: Vec<i64> = ws.iter().map(|w| w.id).collect();
-    Ok(store.run_sync(|c| health::of(c, &ids))?)
-}
-
-fn print_one(w: &Webhook, health: Health, reveal: bool) {
-    let v = WebhookView::new(w, health, reveal);
+fn print_one(v: &WebhookView) {
     for (key, text) in v.lines() {
         println!("{key:<20} {}", table::clean(&text));
     }
@@ -495,7 +475,11 @@ fn print_preview(p: &Preview) {
     }
 }
 
-pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> anyhow::Result<()> {
+pub async fn run(
+    store: &Store,
+    policy: &NetworkPolicy,
+    command: WebhookCommand,
+) -> anyhow::Result<()> {
     match command {
         WebhookCommand::Add {
             name,
@@ -515,7 +499,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             fields.apply(&mut spec)?;
             let sample = fields.sample(&spec.entity_type)?;
             warn_unsealed(&spec);
-            let w = defining(store, |c| definitions::add(c, policy, &spec, &sample))?;
+            let w = definitions::add(store, policy, spec, sample).await?;
             println!(
                 "added webhook {} ({} {} → {}){}",
                 w.name,
@@ -526,37 +510,36 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             );
         }
         WebhookCommand::List { json } => {
-            let all = store.run_sync(webhooks::list)?;
-            let mut health = health_of(store, &all)?;
-            let mut health_of = |w: &Webhook| health.remove(&w.id).unwrap_or_default();
+            let all = webhooks::list(store).await?;
             if json {
-                let views: Vec<WebhookView> = all
-                    .iter()
-                    .map(|w| WebhookView::new(w, health_of(w), false))
-                    .collect();
+                let views: Vec<WebhookView> = all.iter().map(|w| w.view(false)).collect();
                 println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
                 let rows: Vec<Vec<String>> = all
                     .iter()
-                    .map(|w| {
-                        let h = health_of(w);
-                        vec![
-                            w.name.clone(),
-                            w.entity_type.clone(),
-                            w.event.clone(),
-                            w.request_method.clone(),
-                            table::clip(&w.request_url, 48),
-                            if w.enabled { "yes" } else { "no" }.into(),
-                            if w.paused_at.is_some() { "yes" } else { "no" }.into(),
-                            if w.secret.is_some() { "yes" } else { "no" }.into(),
-                            w.queue.clone(),
-                            w.max_retries.to_string(),
-                            h.attempts_24h.to_string(),
-                            h.success_rate_24h.map_or("-".into(), percent),
-                            h.p95_ms.map_or("-".into(), |n| format!("{n}ms")),
-                            h.consecutive_failures.to_string(),
-                        ]
-                    })
+                    .map(
+                        |webhooks::WithHealth {
+                             webhook: w,
+                             health: h,
+                         }| {
+                            vec![
+                                w.name.clone(),
+                                w.entity_type.clone(),
+                                w.event.clone(),
+                                w.request_method.clone(),
+                                table::clip(&w.request_url, 48),
+                                if w.enabled { "yes" } else { "no" }.into(),
+                                if w.paused_at.is_some() { "yes" } else { "no" }.into(),
+                                if w.secret.is_some() { "yes" } else { "no" }.into(),
+                                w.queue.clone(),
+                                w.max_retries.to_string(),
+                                h.attempts_24h.to_string(),
+                                h.success_rate_24h.map_or("-".into(), percent),
+                                h.p95_ms.map_or("-".into(), |n| format!("{n}ms")),
+                                h.consecutive_failures.to_string(),
+                            ]
+                        },
+                    )
                     .collect();
                 table::print(
                     &[
@@ -584,21 +567,12 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             json,
             show_header_values,
         } => {
-            let w = store.run_sync(|c| webhooks::get(c, &name))?;
-            let health = health_of(store, std::slice::from_ref(&w))?
-                .remove(&w.id)
-                .unwrap_or_default();
+            let w = webhooks::show(store, &name).await?;
+            let view = w.view(show_header_values);
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&WebhookView::new(
-                        &w,
-                        health,
-                        show_header_values
-                    ))?
-                );
+                println!("{}", serde_json::to_string_pretty(&view)?);
             } else {
-                print_one(&w, health, show_header_values);
+                print_one(&view);
             }
         }
         WebhookCommand::Update {
@@ -615,7 +589,7 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             no_rate_limit,
             clear_allowed_hosts,
         } => {
-            let edit = |spec: &mut WebhookSpec| {
+            let edit = move |spec: &mut WebhookSpec| {
                 if clear_allowed_hosts {
                     spec.allowed_hosts.clear();
                 }
@@ -643,16 +617,15 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 if static_url {
                     spec.dynamic_url = false;
                 }
-                let refused = |e: anyhow::Error| ValidationError(format!("{e:#}"));
-                fields.apply(spec).map_err(refused)?;
+                fields.apply(spec)?;
                 if let Some(new_name) = rename {
                     spec.name = new_name;
                 }
-                let sample = fields.sample(&spec.entity_type).map_err(refused)?;
+                let sample = fields.sample(&spec.entity_type)?;
                 warn_unsealed(spec);
-                Ok((sample, no_secret))
+                Ok::<_, anyhow::Error>((sample, no_secret))
             };
-            let updated = defining(store, |c| definitions::update_with(c, policy, &name, edit))?;
+            let updated = definitions::update_with(store, policy, &name, edit).await?;
             let w = updated.webhook;
             let starts_rotation = updated.rotation_started;
             println!(
@@ -667,22 +640,22 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
             );
         }
         WebhookCommand::RotateFinish { name } => {
-            let w = store.run_sync(|c| webhooks::rotate_finish(c, &name))?;
+            let w = webhooks::rotate_finish(store, &name).await?;
             println!(
                 "finished the secret rotation of webhook {}: only the new secret signs",
                 w.name
             );
         }
         WebhookCommand::Enable { name } => {
-            let w = store.run_sync(|c| webhooks::set_enabled(c, &name, true))?;
+            let w = webhooks::set_enabled(store, &name, true).await?;
             println!("enabled webhook {}", w.name);
         }
         WebhookCommand::Disable { name } => {
-            let w = store.run_sync(|c| webhooks::set_enabled(c, &name, false))?;
+            let w = webhooks::set_enabled(store, &name, false).await?;
             println!("disabled webhook {}", w.name);
         }
         WebhookCommand::Pause { name, reason } => {
-            let p = store.run_sync(|c| webhooks::pause(c, &name, &reason))?;
+            let p = webhooks::pause(store, &name, &reason).await?;
             if p.already {
                 println!(
                     "webhook {} was already paused ({})",
@@ -698,11 +671,11 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
         }
         WebhookCommand::Resume { .. } => bail!("resume needs Redis: call webhook::resume"),
         WebhookCommand::Delete { name } => {
-            store.run_sync(|c| webhooks::delete(c, &name))?;
+            webhooks::delete(store, &name).await?;
             println!("deleted webhook {name}");
         }
         WebhookCommand::Preview { name, doc, json } => {
-            let w = store.run_sync(|c| webhooks::get(c, &name))?;
+            let w = webhooks::get(store, &name).await?;
             let doc = if doc == "-" {
                 read_document(std::io::stdin().lock(), "standard input")
             } else {
@@ -711,26 +684,26 @@ pub fn run(store: &Store, policy: &NetworkPolicy, command: WebhookCommand) -> an
                 read_document(file, &doc)
             }
             .map_err(anyhow::Error::msg)?;
-            let preview = hookfleet_admin::preview::preview(&w, &doc, policy);
+            let preview = hookfleet_admin::preview::render(&w, &doc, policy);
             if json {
                 println!("{}", serde_json::to_string_pretty(&preview)?);
             } else {
                 print_preview(&preview);
             }
         }
-        WebhookCommand::Import(args) => crate::import::run(store, policy, args)?,
+        WebhookCommand::Import(args) => crate::import::run(store, policy, args).await?,
     }
     Ok(())
 }
 
-/// `webhook resume NAME` (see [`ops::resume`]).
+/// `webhook resume NAME` (see [`webhooks::resume`]).
 pub async fn resume(
     store: &Store,
     queue: &hookfleet_core::queue::RedisQueue,
     key_ttl: std::time::Duration,
     name: &str,
 ) -> anyhow::Result<()> {
-    let r = ops::resume(store, queue, key_ttl, name).await?;
+    let r = webhooks::resume(store, queue, key_ttl, name).await?;
     if !r.was_paused && r.released == 0 {
         println!("webhook {name} is not paused");
     } else {

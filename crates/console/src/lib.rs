@@ -19,17 +19,23 @@
 //!   [`hookfleet_admin::views`]); a read-only viewer sees less (`redact`).
 //!
 //! # Layout
-//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`)
-//!   and the `actions` the pages' buttons call too.
+//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`).
+//! - `act`: the console's side of every action, for the API and the pages'
+//!   buttons alike: the role check and the audit line around
+//!   `hookfleet_admin`'s action, and the API's answer.
+//! - `read`: what the API and the pages both show, as the caller may see
+//!   it.
 //! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered.
 //! - `auth`: tokens, the session cookie, CSRF tokens and signed notices.
 //! - `redact`: what a read-only viewer is not shown.
 //! - this file: the router, the guard against other sites, request time
 //!   limits, and the listener.
 
+mod act;
 mod api;
 mod auth;
 mod pages;
+mod read;
 mod redact;
 
 use std::net::SocketAddr;
@@ -151,9 +157,9 @@ impl From<hookfleet_core::QueueError> for ApiError {
     }
 }
 
-impl From<hookfleet_admin::definitions::DefinitionError> for ApiError {
-    fn from(e: hookfleet_admin::definitions::DefinitionError) -> ApiError {
-        use hookfleet_admin::definitions::DefinitionError as E;
+impl From<hookfleet_admin::DefinitionError> for ApiError {
+    fn from(e: hookfleet_admin::DefinitionError) -> ApiError {
+        use hookfleet_admin::DefinitionError as E;
         match e {
             E::Invalid(v) => ApiError(StatusCode::BAD_REQUEST, v.to_string()),
             E::Store(e) => e.into(),
@@ -161,14 +167,22 @@ impl From<hookfleet_admin::definitions::DefinitionError> for ApiError {
     }
 }
 
-impl From<hookfleet_admin::ops::OpsError> for ApiError {
-    fn from(e: hookfleet_admin::ops::OpsError) -> ApiError {
-        use hookfleet_admin::ops::OpsError as E;
-        match e {
-            E::Store(e) => e.into(),
-            E::Queue(e) => e.into(),
-            E::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
-        }
+impl From<hookfleet_admin::OpsError> for ApiError {
+    fn from(e: hookfleet_admin::OpsError) -> ApiError {
+        use hookfleet_admin::OpsError as E;
+        let status = match &e {
+            E::Store(_) | E::Queue(_) => {
+                return match e {
+                    E::Store(e) => e.into(),
+                    E::Queue(e) => e.into(),
+                    _ => unreachable!(),
+                }
+            }
+            E::NoDeadLetter(_) => StatusCode::NOT_FOUND,
+            E::BulkStatus(_) | E::NoKeyToSealWith | E::DecryptWithKey => StatusCode::BAD_REQUEST,
+            E::Stopped(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
     }
 }
 

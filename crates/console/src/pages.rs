@@ -15,8 +15,9 @@ use axum::{Form, Router};
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use crate::api::{actions, parse_id, ListQuery};
+use crate::api::{parse_id, ListQuery};
 use crate::auth::{self, Actor, PageActor, Role};
+use crate::{act, read};
 use crate::{ApiError, Console};
 
 /// Minutes the overview's chart covers.
@@ -400,13 +401,13 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
 async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
     let actor = visitor!(visitor, "/");
     let page = Page::new("Overview", "overview", &visitor, &c, actor);
-    let stats = match hookfleet_admin::ops::stats(&c.store, &c.queue).await {
+    let stats = match hookfleet_admin::stats::stats(&c.store, &c.queue).await {
         Ok(s) => s,
         Err(e) => return error_page(&page, e.into()),
     };
-    let minutes = match actions::activity(&c, CHART_MINUTES).await {
+    let minutes = match hookfleet_admin::stats::activity(&c.store, CHART_MINUTES).await {
         Ok(m) => m,
-        Err(e) => return error_page(&page, e),
+        Err(e) => return error_page(&page, e.into()),
     };
     let (workers, workers_error) = match c.queue.workers().await {
         Ok(w) => (w, None),
@@ -432,7 +433,7 @@ async fn webhooks(
     let actor = visitor!(visitor, "/webhooks");
     let mut page = Page::new("Webhooks", "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    match actions::webhook_views(&c, page.actor).await {
+    match read::webhooks(&c, page.actor).await {
         Ok(views) => page.render(
             "webhooks.html",
             context! { webhooks => Value::from_serialize(views) },
@@ -461,7 +462,7 @@ fn delivery_table(
     f: &ListQuery,
 ) -> Result<String, minijinja::Error> {
     TEMPLATES.get_template("deliveries.html")?.render(context! {
-        rows => Value::from_serialize(actions::delivery_views(rows, page.actor)),
+        rows => Value::from_serialize(read::delivery_views(rows, page.actor)),
         next,
         heading,
         f => context! {
@@ -483,7 +484,7 @@ async fn webhook(
     let title = format!("Webhook {name}");
     let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let w = match actions::webhook_view(&c, &name, page.actor).await {
+    let w = match read::webhook(&c, &name, page.actor).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
     };
@@ -492,7 +493,7 @@ async fn webhook(
         limit: Some(WEBHOOK_PAGE_ROWS),
         ..ListQuery::default()
     };
-    let rows = match actions::deliveries(&c, &list).await {
+    let rows = match read::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
@@ -580,7 +581,7 @@ async fn pause(
         visitor,
         form,
         to,
-        |actor| actions::pause(&c, actor, &name, reason.as_deref()),
+        |actor| act::pause(&c, actor, &name, reason.as_deref()),
         |_| format!("Paused {name}.")
     )
 }
@@ -597,7 +598,7 @@ async fn resume(
         visitor,
         form,
         to,
-        |actor| actions::resume(&c, actor, &name),
+        |actor| act::resume(&c, actor, &name),
         |v: serde_json::Value| format!(
             "Resumed {name}: {} due deliveries, {} enqueued now.",
             v["due"].as_u64().unwrap_or(0),
@@ -628,7 +629,7 @@ async fn deliveries(
         // document's name (Frappe names some doctypes by number).
         let id = search.parse::<i64>().ok().filter(|id| *id > 0);
         if let Some(id) = id {
-            if actions::delivery(&c, id).await.is_ok() {
+            if read::delivery(&c, id).await.is_ok() {
                 return Redirect::to(&format!("/deliveries/{id}")).into_response();
             }
         }
@@ -649,7 +650,7 @@ async fn deliveries(
         before: get("before").and_then(|b| b.parse().ok()),
         limit: None,
     };
-    let mut rows = match actions::deliveries(&c, &list).await {
+    let mut rows = match read::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
@@ -662,7 +663,7 @@ async fn deliveries(
         } else if other.event_id.as_deref() == Some(search.as_str()) {
             (other.document, other.event_id) = (Some(search), None);
         }
-        match actions::deliveries(&c, &other).await {
+        match read::deliveries(&c, &other).await {
             Ok(r) => rows = r,
             Err(e) => return error_page(&page, e),
         }
@@ -702,7 +703,7 @@ async fn delivery(
         Ok(id) => id,
         Err(e) => return error_page(&page, e),
     };
-    match actions::delivery_view(&c, id, page.actor).await {
+    match read::delivery_view(&c, id, page.actor).await {
         Ok(d) => page.render("delivery.html", context! { d => Value::from_serialize(d) }),
         Err(e) => error_page(&page, e),
     }
@@ -723,7 +724,7 @@ async fn retry(
         to,
         |actor| async {
             let id = parse_id(&id)?;
-            actions::retry(&c, actor, id, force).await
+            act::retry(&c, actor, id, force).await
         },
         |v: serde_json::Value| format!(
             "Replayed: {} → Failed, due now ({}).",
@@ -741,14 +742,11 @@ async fn dead_letters(
     let actor = visitor!(visitor, "/dead-letters");
     let mut page = Page::new("Dead letters", "dead", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let letters = match c
-        .queue
-        .dead_letters(crate::DEFAULT_LIST_LIMIT as isize)
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => return error_page(&page, e.into()),
-    };
+    let letters =
+        match hookfleet_admin::dead::list(&c.queue, crate::DEFAULT_LIST_LIMIT as isize).await {
+            Ok(l) => l,
+            Err(e) => return error_page(&page, e.into()),
+        };
     page.render(
         "dead.html",
         context! { letters => Value::from_serialize(&letters) },
@@ -766,7 +764,7 @@ async fn dead_requeue(
         visitor,
         form,
         "/dead-letters",
-        |actor| actions::dead_requeue(&c, actor, &id),
+        |actor| act::dead_requeue(&c, actor, &id),
         |_| format!("Requeued {id}.")
     )
 }
@@ -782,7 +780,7 @@ async fn dead_purge(
         visitor,
         form,
         "/dead-letters",
-        |actor| actions::dead_purge(&c, actor, &id),
+        |actor| act::dead_purge(&c, actor, &id),
         |_| format!("Purged {id}.")
     )
 }
