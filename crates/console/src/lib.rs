@@ -1,6 +1,6 @@
 //! `hookfleet console`: the management API under `/api/v1` (JSON, described
 //! by `/api/v1/openapi.json`) and server-rendered pages for people, over the
-//! same core functions the CLI calls.
+//! same operator actions the CLI calls (`hookfleet-admin`).
 //!
 //! Access:
 //! - `--token` (full access) and `--read-token` (read-only), each at least
@@ -25,7 +25,8 @@
 //!   `hookfleet_admin`'s action, and the API's answer.
 //! - `read`: what the API and the pages both show, as the caller may see
 //!   it.
-//! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered.
+//! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered,
+//!   and their buttons (one table of page actions, one handler).
 //! - `auth`: tokens, the session cookie, CSRF tokens and signed notices.
 //! - `redact`: what a read-only viewer is not shown.
 //! - this file: the router, the guard against other sites, request time
