@@ -201,19 +201,24 @@ pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<Value, ApiError
     Ok(json!({ "purged": n }))
 }
 
-/// `webhook import` of Frappe Webhook documents; a dry run writes nothing,
-/// so a read-only token may ask. The answer is the report, document by
-/// document, and `refused`, how many were.
+/// `webhook import` of the Frappe Webhook documents `body` holds (what the
+/// CLI's file holds); a dry run writes nothing, so a read-only token may
+/// ask. The answer is the report, document by document, and `refused`, how
+/// many were.
 pub async fn import(
     c: &Console,
     actor: Actor,
-    docs: Vec<Value>,
+    body: &[u8],
     dry_run: bool,
     atomic: bool,
 ) -> Result<Value, ApiError> {
     if !dry_run {
         actor.may_act()?;
     }
+    let text =
+        std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
+    let docs =
+        frappe_import::documents(text).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
     let report = frappe_import::import(&c.store, &c.policy, docs, dry_run, atomic).await?;
     if !dry_run {
         let target = format!(

@@ -286,14 +286,7 @@ async fn frappe_import(
     bytes: Bytes,
 ) -> ApiResult {
     let q = query(q)?;
-    if !q.dry_run {
-        actor.may_act()?;
-    }
-    let text =
-        std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
-    let docs = hookfleet_admin::frappe_import::documents(text)
-        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
-    act::import(&c, actor, docs, q.dry_run, q.atomic)
+    act::import(&c, actor, &bytes, q.dry_run, q.atomic)
         .await
         .map(Json)
 }

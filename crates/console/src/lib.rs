@@ -171,14 +171,9 @@ impl From<hookfleet_admin::DefinitionError> for ApiError {
 impl From<hookfleet_admin::OpsError> for ApiError {
     fn from(e: hookfleet_admin::OpsError) -> ApiError {
         use hookfleet_admin::OpsError as E;
-        let status = match &e {
-            E::Store(_) | E::Queue(_) => {
-                return match e {
-                    E::Store(e) => e.into(),
-                    E::Queue(e) => e.into(),
-                    _ => unreachable!(),
-                }
-            }
+        let status = match e {
+            E::Store(e) => return e.into(),
+            E::Queue(e) => return e.into(),
             E::NoDeadLetter(_) => StatusCode::NOT_FOUND,
             E::BulkStatus(_) | E::NoKeyToSealWith | E::DecryptWithKey => StatusCode::BAD_REQUEST,
             E::Stopped(_) => StatusCode::INTERNAL_SERVER_ERROR,
