@@ -68,7 +68,7 @@ pub fn documents(text: &str) -> Result<Vec<Value>, String> {
 
 /// The name a document reports under (for a refusal, even of a document
 /// that has no usable name).
-pub fn document_name(doc: &Value, index: usize) -> String {
+fn document_name(doc: &Value, index: usize) -> String {
     match doc.get("name") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         _ => format!("document #{}", index + 1),

@@ -149,7 +149,7 @@ pub fn default_sample_doc(entity_type: &str) -> Value {
 /// expression, and that its body template renders to JSON (and its dynamic URL
 /// to an http(s) URL) on `sample`, each within the renderer's time and memory
 /// limits. Used before a webhook is stored.
-pub fn check_templates(
+pub(crate) fn check_templates(
     webhook: Arc<Webhook>,
     sample: &Value,
     policy: &NetworkPolicy,

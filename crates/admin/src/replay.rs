@@ -19,7 +19,7 @@ use crate::error::OpsError;
 /// Puts replayed rows on their queues now rather than at the next sweep,
 /// and says what happened in words (a failure here loses nothing: the rows
 /// are due, so the sweeper sends them).
-pub async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: Duration) -> String {
+async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: Duration) -> String {
     let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
     match queue.enqueue(&items, ttl).await {
         Ok(flags) => {

@@ -65,7 +65,10 @@ pub async fn stats(store: &Store, queue: &RedisQueue) -> Result<StatsView, Store
 }
 
 /// The health of `ws`, one read for all of them.
-pub async fn health_of(store: &Store, ws: &[Webhook]) -> Result<HashMap<i64, Health>, StoreError> {
+pub(crate) async fn health_of(
+    store: &Store,
+    ws: &[Webhook],
+) -> Result<HashMap<i64, Health>, StoreError> {
     let ids: Vec<i64> = ws.iter().map(|w| w.id).collect();
     store.run(move |c| health::of(c, &ids)).await
 }
