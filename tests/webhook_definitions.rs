@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use hookfleet_admin::validate::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
+use hookfleet_admin::limits::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_core::store::webhooks;
 use hookfleet_testkit::{Run, TestEnv, ENTITY, NOWHERE};
 

@@ -11,8 +11,7 @@ use hookfleet_core::error::{QueueError, StoreError};
 use hookfleet_core::model::{DeliveryStatus, HIDDEN};
 use hookfleet_core::RenderError;
 
-use crate::definitions::JSON_KEYS;
-use crate::validate::{
+use crate::limits::{
     MAX_ALLOWED_HOSTS, MAX_ENDPOINT_CONCURRENCY, MAX_NAME_LEN, MAX_RATE_LIMIT, MAX_RETRIES_LIMIT,
     MAX_TIMEOUT,
 };
@@ -79,9 +78,34 @@ pub enum Field {
 }
 
 impl Field {
-    /// The key of the API's JSON definition (see [`JSON_KEYS`]); the
-    /// templates, checked together, have none of their own.
-    pub fn key(self) -> &'static str {
+    /// The fields of a JSON definition, in the order its keys are listed
+    /// (`crate::definitions::JSON_KEYS`).
+    pub const JSON: [Field; 20] = [
+        Field::Name,
+        Field::EntityType,
+        Field::Event,
+        Field::Url,
+        Field::DynamicUrl,
+        Field::AllowedHosts,
+        Field::Method,
+        Field::Structure,
+        Field::BodyTemplate,
+        Field::Fields,
+        Field::Headers,
+        Field::Condition,
+        Field::Secret,
+        Field::Timeout,
+        Field::Queue,
+        Field::MaxRetries,
+        Field::MaxConcurrency,
+        Field::RateLimit,
+        Field::Enabled,
+        Field::SampleDoc,
+    ];
+
+    /// The key of the API's JSON definition; the templates, checked
+    /// together, have none of their own.
+    pub const fn key(self) -> &'static str {
         match self {
             Field::Name => "name",
             Field::EntityType => "entity_type",
@@ -250,7 +274,8 @@ impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (field, rule) = match self {
             ValidationError::UnknownKey(key) => {
-                return write!(f, "unknown key {key:?} (known: {})", JSON_KEYS.join(", "))
+                let known: Vec<&str> = Field::JSON.iter().map(|f| f.key()).collect();
+                return write!(f, "unknown key {key:?} (known: {})", known.join(", "));
             }
             ValidationError::Required => {
                 return f.write_str("a webhook needs name, entity_type, event and url")

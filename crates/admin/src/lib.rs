@@ -15,7 +15,7 @@
 //! - [`definitions`]: webhook definitions validated and stored, from the
 //!   CLI's flags or the API's JSON.
 //! - [`validate`]: what a webhook definition must satisfy before it is
-//!   stored.
+//!   stored; [`limits`]: the bounds it is held to.
 //! - [`preview`]: a webhook's request for a document, nothing sent, and its
 //!   templates tried on a sample before it is stored.
 //! - [`frappe_import`]: Frappe Webhook documents read into definitions, and
@@ -42,6 +42,7 @@ pub mod definitions;
 pub mod deliveries;
 pub mod error;
 pub mod frappe_import;
+pub mod limits;
 pub mod preview;
 pub mod prune;
 pub mod replay;

@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::store::deliveries::ListFilter;
 
 use crate::auth::ApiActor;
+use crate::read::{page_limit, ListQuery};
 use crate::redact::for_actor;
 use crate::{act, read};
-use crate::{ApiError, Console, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use crate::{ApiError, Console, DEFAULT_LIST_LIMIT};
 
 /// The OpenAPI document served at `/api/v1/openapi.json`; a test holds it
 /// against [`api_routes`].
@@ -339,74 +339,6 @@ async fn webhook_rotate_finish(
     Path(name): Path<String>,
 ) -> ApiResult {
     act::rotate_finish(&c, actor, &name).await.map(Json)
-}
-
-/// A list's `limit`: [`DEFAULT_LIST_LIMIT`] when not given, else 1 to
-/// [`MAX_LIST_LIMIT`] or a 400.
-fn page_limit(given: Option<i64>) -> Result<i64, ApiError> {
-    let limit = given.unwrap_or(DEFAULT_LIST_LIMIT);
-    if (1..=MAX_LIST_LIMIT).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::bad_request(format!(
-            "limit is 1 to {MAX_LIST_LIMIT}"
-        )))
-    }
-}
-
-/// The delivery list's filters, as query parameters.
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    pub webhook: Option<String>,
-    pub status: Option<String>,
-    pub document: Option<String>,
-    pub event: Option<String>,
-    /// The event id (the `webhook-id` header a receiver saw).
-    pub event_id: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-    /// The next page: rows older than this id.
-    pub before: Option<i64>,
-    pub limit: Option<i64>,
-}
-
-impl ListQuery {
-    /// The filter, or a 400 saying which parameter is wrong. Empty
-    /// parameters (a form's blank fields) count as absent.
-    pub fn filter(&self) -> Result<(Option<String>, ListFilter), ApiError> {
-        let given = |v: &Option<String>| {
-            v.as_deref()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-        };
-        let limit = page_limit(self.limit)?;
-        let time = |name: &str, v: &Option<String>| {
-            given(v)
-                .map(|t| hookfleet_core::config::parse_time_or_ago(&t))
-                .transpose()
-                .map_err(|e| ApiError::bad_request(format!("{name}: {e}")))
-        };
-        let status = given(&self.status)
-            .map(|s| s.parse::<DeliveryStatus>())
-            .transpose()
-            .map_err(|e| ApiError::bad_request(format!("status: {e}")))?;
-        Ok((
-            given(&self.webhook),
-            ListFilter {
-                status,
-                webhook: None,
-                document: given(&self.document),
-                event: given(&self.event),
-                event_id: given(&self.event_id),
-                since: time("since", &self.since)?,
-                until: time("until", &self.until)?,
-                before_id: self.before,
-                limit,
-            },
-        ))
-    }
 }
 
 async fn delivery_list(

@@ -24,7 +24,7 @@
 //!   buttons alike: the role check and the audit line around
 //!   `hookfleet_admin`'s action, and the API's answer.
 //! - `read`: what the API and the pages both show, as the caller may see
-//!   it.
+//!   it, and the delivery list's filters.
 //! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered,
 //!   and their buttons (one table of page actions, one handler).
 //! - `auth`: tokens, the session cookie, CSRF tokens and signed notices.

@@ -16,8 +16,9 @@ use axum::{Form, Router};
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use crate::api::{parse_id, ListQuery};
+use crate::api::parse_id;
 use crate::auth::{self, Actor, PageActor, Role};
+use crate::read::ListQuery;
 use crate::{act, read};
 use crate::{ApiError, Console};
 
