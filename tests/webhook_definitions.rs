@@ -7,8 +7,8 @@
 
 use serde_json::json;
 
+use hookfleet_admin::limits::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_core::store::webhooks;
-use hookfleet_core::validate::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_testkit::{Run, TestEnv, ENTITY, NOWHERE};
 
 /// A signing secret, for the round trip (it comes back only as `signed`).

@@ -9,11 +9,11 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double};
 
+use hookfleet_admin::preview::default_sample_doc;
 use hookfleet_core::model::{
     DeliveryAttempt, DeliveryLog, FieldMapping, Webhook, WebhookRow, WebhookSpec,
 };
 use hookfleet_core::queue::{Job, RedisQueue, RedisTarget};
-use hookfleet_core::render::default_sample_doc;
 use hookfleet_core::schedule::RetrySchedule;
 use hookfleet_core::shutdown::Shutdown;
 use hookfleet_core::ssrf::NetworkPolicy;
@@ -160,12 +160,9 @@ impl TestEnv {
 
     /// Stores a webhook after validating it like `hookfleet webhook add`.
     pub fn add_webhook(&self, spec: &WebhookSpec) -> Webhook {
-        hookfleet_core::validate::validate(
+        hookfleet_admin::validate::validate(
             spec,
-            hookfleet_core::validate::Checks {
-                policy: &self.policy,
-                renderer: &hookfleet_template::Sandbox,
-            },
+            &self.policy,
             &default_sample_doc(&spec.entity_type),
         )
         .expect("valid webhook");

@@ -1,5 +1,9 @@
 //! Plain-text tables for people; `--json` is for scripts.
 
+use chrono::{DateTime, Utc};
+
+use hookfleet_core::store::deliveries::held_until;
+
 /// Prints rows under headers, each column as wide as its widest cell; every
 /// cell is [`clean`]ed first.
 pub fn print(headers: &[&str], rows: &[Vec<String>]) {
@@ -74,6 +78,21 @@ pub fn clip(text: &str, max: usize) -> String {
                 .take(max.saturating_sub(1))
                 .collect::<String>()
         )
+    }
+}
+
+/// A time as the tables show it (UTC, to the second), or `-`.
+pub fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| held_or(t, t.format("%Y-%m-%d %H:%M:%S").to_string()))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A held row's next_retry (its webhook is paused) says so, not year 9999.
+pub fn held_or(t: DateTime<Utc>, shown: String) -> String {
+    if t == held_until() {
+        "held (webhook paused)".into()
+    } else {
+        shown
     }
 }
 

@@ -1,6 +1,6 @@
 //! `hookfleet console`: the management API under `/api/v1` (JSON, described
 //! by `/api/v1/openapi.json`) and server-rendered pages for people, over the
-//! same core functions the CLI calls.
+//! same operator actions the CLI calls (`hookfleet-admin`).
 //!
 //! Access:
 //! - `--token` (full access) and `--read-token` (read-only), each at least
@@ -16,20 +16,27 @@
 //! - Every action is logged at info with the name of the token that did it
 //!   (`token` or `loopback`; a `read-token` may not act).
 //! - Secrets are never shown, nor header values (the views of
-//!   [`hookfleet_core::views`]); a read-only viewer sees less (`redact`).
+//!   [`hookfleet_admin::views`]); a read-only viewer sees less (`redact`).
 //!
 //! # Layout
-//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`)
-//!   and the `actions` the pages' buttons call too.
-//! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered.
+//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`).
+//! - `act`: the console's side of every action, for the API and the pages'
+//!   buttons alike: the role check and the audit line around
+//!   `hookfleet_admin`'s action, and the API's answer.
+//! - `read`: what the API and the pages both show, as the caller may see
+//!   it, and the delivery list's filters.
+//! - `pages`: the HTML pages (`templates/`, `static/`), server-rendered,
+//!   and their buttons (one table of page actions, one handler).
 //! - `auth`: tokens, the session cookie, CSRF tokens and signed notices.
 //! - `redact`: what a read-only viewer is not shown.
 //! - this file: the router, the guard against other sites, request time
 //!   limits, and the listener.
 
+mod act;
 mod api;
 mod auth;
 mod pages;
+mod read;
 mod redact;
 
 use std::net::SocketAddr;
@@ -156,9 +163,9 @@ impl From<hookfleet_core::QueueError> for ApiError {
     }
 }
 
-impl From<hookfleet_core::definitions::DefinitionError> for ApiError {
-    fn from(e: hookfleet_core::definitions::DefinitionError) -> ApiError {
-        use hookfleet_core::definitions::DefinitionError as E;
+impl From<hookfleet_admin::DefinitionError> for ApiError {
+    fn from(e: hookfleet_admin::DefinitionError) -> ApiError {
+        use hookfleet_admin::DefinitionError as E;
         match e {
             E::Invalid(v) => ApiError(StatusCode::BAD_REQUEST, v.to_string()),
             E::Store(e) => e.into(),
@@ -166,14 +173,17 @@ impl From<hookfleet_core::definitions::DefinitionError> for ApiError {
     }
 }
 
-impl From<hookfleet_core::ops::OpsError> for ApiError {
-    fn from(e: hookfleet_core::ops::OpsError) -> ApiError {
-        use hookfleet_core::ops::OpsError as E;
-        match e {
-            E::Store(e) => e.into(),
-            E::Queue(e) => e.into(),
-            E::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
-        }
+impl From<hookfleet_admin::OpsError> for ApiError {
+    fn from(e: hookfleet_admin::OpsError) -> ApiError {
+        use hookfleet_admin::OpsError as E;
+        let status = match e {
+            E::Store(e) => return e.into(),
+            E::Queue(e) => return e.into(),
+            E::NoDeadLetter(_) => StatusCode::NOT_FOUND,
+            E::BulkStatus(_) | E::NoKeyToSealWith | E::DecryptWithKey => StatusCode::BAD_REQUEST,
+            E::Stopped(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The console's pages: server-rendered HTML (minijinja, every value
 //! escaped), a stylesheet and a few lines of JavaScript that show times in
 //! the viewer's time zone. Every button is a form POST carrying the
-//! session's CSRF token, and calls the same action as the API.
+//! session's CSRF token, and calls the same action as the API: the buttons
+//! are one table (`PAGE_ACTIONS`) served by one handler.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -15,8 +16,10 @@ use axum::{Form, Router};
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use crate::api::{actions, parse_id, ListQuery};
+use crate::api::parse_id;
 use crate::auth::{self, Actor, PageActor, Role};
+use crate::read::ListQuery;
+use crate::{act, read};
 use crate::{ApiError, Console};
 
 /// Minutes the overview's chart covers.
@@ -64,22 +67,29 @@ fn path_segment(s: &str) -> String {
 }
 
 pub fn router() -> Router<Arc<Console>> {
-    Router::new()
+    let pages = Router::new()
         .route("/", get(overview))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
         .route("/webhooks", get(webhooks))
         .route("/webhooks/{name}", get(webhook))
-        .route("/webhooks/{name}/pause", post(pause))
-        .route("/webhooks/{name}/resume", post(resume))
         .route("/deliveries", get(deliveries))
         .route("/deliveries/{id}", get(delivery))
-        .route("/deliveries/{id}/retry", post(retry))
         .route("/dead-letters", get(dead_letters))
-        .route("/dead-letters/{id}/requeue", post(dead_requeue))
-        .route("/dead-letters/{id}/purge", post(dead_purge))
         .route("/static/console.css", get(|| asset("text/css", CSS)))
-        .route("/static/console.js", get(|| asset("text/javascript", JS)))
+        .route("/static/console.js", get(|| asset("text/javascript", JS)));
+    PAGE_ACTIONS
+        .into_iter()
+        .fold(pages, |pages, (path, action)| {
+            let handler =
+                move |State(c): State<Arc<Console>>,
+                      visitor: PageActor,
+                      Path(on): Path<String>,
+                      Form(form): Form<HashMap<String, String>>| {
+                    page_action(action, c, visitor, on, form)
+                };
+            pages.route(path, post(handler))
+        })
 }
 
 async fn asset(kind: &'static str, body: &'static str) -> Response {
@@ -400,13 +410,13 @@ fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
 async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
     let actor = visitor!(visitor, "/");
     let page = Page::new("Overview", "overview", &visitor, &c, actor);
-    let stats = match hookfleet_core::ops::stats(&c.store, &c.queue).await {
+    let stats = match hookfleet_admin::stats::stats(&c.store, &c.queue).await {
         Ok(s) => s,
         Err(e) => return error_page(&page, e.into()),
     };
-    let minutes = match actions::activity(&c, CHART_MINUTES).await {
+    let minutes = match hookfleet_admin::stats::activity(&c.store, CHART_MINUTES).await {
         Ok(m) => m,
-        Err(e) => return error_page(&page, e),
+        Err(e) => return error_page(&page, e.into()),
     };
     let (workers, workers_error) = match c.queue.workers().await {
         Ok(w) => (w, None),
@@ -432,7 +442,7 @@ async fn webhooks(
     let actor = visitor!(visitor, "/webhooks");
     let mut page = Page::new("Webhooks", "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    match actions::webhook_views(&c, page.actor).await {
+    match read::webhooks(&c, page.actor).await {
         Ok(views) => page.render(
             "webhooks.html",
             context! { webhooks => Value::from_serialize(views) },
@@ -461,7 +471,7 @@ fn delivery_table(
     f: &ListQuery,
 ) -> Result<String, minijinja::Error> {
     TEMPLATES.get_template("deliveries.html")?.render(context! {
-        rows => Value::from_serialize(actions::delivery_views(rows, page.actor)),
+        rows => Value::from_serialize(read::delivery_views(rows, page.actor)),
         next,
         heading,
         f => context! {
@@ -483,7 +493,7 @@ async fn webhook(
     let title = format!("Webhook {name}");
     let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let w = match actions::webhook_view(&c, &name, page.actor).await {
+    let w = match read::webhook(&c, &name, page.actor).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
     };
@@ -492,7 +502,7 @@ async fn webhook(
         limit: Some(WEBHOOK_PAGE_ROWS),
         ..ListQuery::default()
     };
-    let rows = match actions::deliveries(&c, &list).await {
+    let rows = match read::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
@@ -545,65 +555,112 @@ fn notice_of(c: &Console, visitor: &PageActor, q: &HashMap<String, String>) -> O
         .then(|| notice.clone())
 }
 
-/// Runs a page action: the visitor logged in, the CSRF token right, then
-/// `act` (which checks the role and logs), then back to `to`.
-macro_rules! action {
-    ($c:expr, $visitor:expr, $form:expr, $to:expr, |$actor:ident| $act:expr, $message:expr) => {{
-        let Some($actor) = $visitor.actor else {
-            return (StatusCode::UNAUTHORIZED, "log in first").into_response();
-        };
-        let page = Page::new("Refused", "", &$visitor, &$c, $actor);
-        if let Err(e) = csrf_checked(&$c, &$visitor, &$form) {
-            return error_page(&page, e);
-        }
-        match $act.await {
-            Ok(v) => done(&$c, &$visitor, AsRef::<str>::as_ref(&$to), &$message(v)),
-            Err(e) => error_page(&page, e),
-        }
-    }};
+/// A button of the pages: a form POST to its path, whose one parameter
+/// names what it acts on (a webhook, a delivery, a dead letter), carrying
+/// the session's CSRF token. It runs the same action as the API (`act`:
+/// the role check and the audit line) and goes back to a page with a
+/// notice saying what happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageAction {
+    Pause,
+    Resume,
+    Retry,
+    DeadRequeue,
+    DeadPurge,
 }
 
-async fn pause(
-    State(c): State<Arc<Console>>,
-    visitor: PageActor,
-    Path(name): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let to = back(&form, format!("/webhooks/{}", path_segment(&name)));
-    let reason = form
-        .get("reason")
-        .map(|r| r.trim())
-        .filter(|r| !r.is_empty())
-        .map(str::to_string);
-    action!(
-        c,
-        visitor,
-        form,
-        to,
-        |actor| actions::pause(&c, actor, &name, reason.as_deref()),
-        |_| format!("Paused {name}.")
-    )
+/// Every page action, as the API has [`crate::api::api_routes`]: the
+/// router serves each path with [`page_action`].
+const PAGE_ACTIONS: [(&str, PageAction); 5] = [
+    ("/webhooks/{name}/pause", PageAction::Pause),
+    ("/webhooks/{name}/resume", PageAction::Resume),
+    ("/deliveries/{id}/retry", PageAction::Retry),
+    ("/dead-letters/{id}/requeue", PageAction::DeadRequeue),
+    ("/dead-letters/{id}/purge", PageAction::DeadPurge),
+];
+
+impl PageAction {
+    /// The page to go back to: the one of what was acted on (pause and
+    /// resume, shown on the webhooks list too, go where the form's `back`
+    /// says, if it names a local page).
+    fn back(self, on: &str, form: &HashMap<String, String>) -> String {
+        match self {
+            PageAction::Pause | PageAction::Resume => {
+                back(form, format!("/webhooks/{}", path_segment(on)))
+            }
+            PageAction::Retry => format!("/deliveries/{}", path_segment(on)),
+            PageAction::DeadRequeue | PageAction::DeadPurge => "/dead-letters".into(),
+        }
+    }
+
+    /// Runs the action on `on` for `actor`, and says what happened.
+    async fn run(
+        self,
+        c: &Console,
+        actor: Actor,
+        on: &str,
+        form: &HashMap<String, String>,
+    ) -> Result<String, ApiError> {
+        match self {
+            PageAction::Pause => {
+                let reason = form
+                    .get("reason")
+                    .map(|r| r.trim())
+                    .filter(|r| !r.is_empty());
+                act::pause(c, actor, on, reason).await?;
+                Ok(format!("Paused {on}."))
+            }
+            PageAction::Resume => {
+                let v = act::resume(c, actor, on).await?;
+                Ok(format!(
+                    "Resumed {on}: {} due deliveries, {} enqueued now.",
+                    v["due"].as_u64().unwrap_or(0),
+                    v["enqueued"].as_u64().unwrap_or(0)
+                ))
+            }
+            PageAction::Retry => {
+                let force = form.get("force").is_some_and(|f| f == "true");
+                let v = act::retry(c, actor, parse_id(on)?, force).await?;
+                Ok(format!(
+                    "Replayed: {} → Failed, due now ({}).",
+                    v["previous_status"].as_str().unwrap_or("?"),
+                    v["note"].as_str().unwrap_or("")
+                ))
+            }
+            PageAction::DeadRequeue => {
+                act::dead_requeue(c, actor, on).await?;
+                Ok(format!("Requeued {on}."))
+            }
+            PageAction::DeadPurge => {
+                act::dead_purge(c, actor, on).await?;
+                Ok(format!("Purged {on}."))
+            }
+        }
+    }
 }
 
-async fn resume(
-    State(c): State<Arc<Console>>,
+/// Serves every page action: the visitor logged in, the form's CSRF token
+/// right, then the action, then back to its page with a signed notice (or
+/// the error's page).
+async fn page_action(
+    action: PageAction,
+    c: Arc<Console>,
     visitor: PageActor,
-    Path(name): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
+    on: String,
+    form: HashMap<String, String>,
 ) -> Response {
-    let to = back(&form, format!("/webhooks/{}", path_segment(&name)));
-    action!(
-        c,
-        visitor,
-        form,
-        to,
-        |actor| actions::resume(&c, actor, &name),
-        |v: serde_json::Value| format!(
-            "Resumed {name}: {} due deliveries, {} enqueued now.",
-            v["due"].as_u64().unwrap_or(0),
-            v["enqueued"].as_u64().unwrap_or(0)
-        )
-    )
+    let to = action.back(&on, &form);
+    let Some(actor) = visitor.actor else {
+        return (StatusCode::UNAUTHORIZED, "log in first").into_response();
+    };
+    let page = Page::new("Refused", "", &visitor, &c, actor);
+    if let Err(e) = csrf_checked(&c, &visitor, &form) {
+        return error_page(&page, e);
+    }
+    match action.run(&c, actor, &on, &form).await {
+        Ok(notice) => done(&c, &visitor, &to, &notice),
+        Err(e) => error_page(&page, e),
+    }
 }
 
 async fn deliveries(
@@ -628,7 +685,7 @@ async fn deliveries(
         // document's name (Frappe names some doctypes by number).
         let id = search.parse::<i64>().ok().filter(|id| *id > 0);
         if let Some(id) = id {
-            if actions::delivery(&c, id).await.is_ok() {
+            if read::delivery(&c, id).await.is_ok() {
                 return Redirect::to(&format!("/deliveries/{id}")).into_response();
             }
         }
@@ -649,7 +706,7 @@ async fn deliveries(
         before: get("before").and_then(|b| b.parse().ok()),
         limit: None,
     };
-    let mut rows = match actions::deliveries(&c, &list).await {
+    let mut rows = match read::deliveries(&c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
@@ -662,7 +719,7 @@ async fn deliveries(
         } else if other.event_id.as_deref() == Some(search.as_str()) {
             (other.document, other.event_id) = (Some(search), None);
         }
-        match actions::deliveries(&c, &other).await {
+        match read::deliveries(&c, &other).await {
             Ok(r) => rows = r,
             Err(e) => return error_page(&page, e),
         }
@@ -702,35 +759,10 @@ async fn delivery(
         Ok(id) => id,
         Err(e) => return error_page(&page, e),
     };
-    match actions::delivery_view(&c, id, page.actor).await {
+    match read::delivery_view(&c, id, page.actor).await {
         Ok(d) => page.render("delivery.html", context! { d => Value::from_serialize(d) }),
         Err(e) => error_page(&page, e),
     }
-}
-
-async fn retry(
-    State(c): State<Arc<Console>>,
-    visitor: PageActor,
-    Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let to = format!("/deliveries/{}", path_segment(&id));
-    let force = form.get("force").is_some_and(|f| f == "true");
-    action!(
-        c,
-        visitor,
-        form,
-        to,
-        |actor| async {
-            let id = parse_id(&id)?;
-            actions::retry(&c, actor, id, force).await
-        },
-        |v: serde_json::Value| format!(
-            "Replayed: {} → Failed, due now ({}).",
-            v["previous_status"].as_str().unwrap_or("?"),
-            v["note"].as_str().unwrap_or("")
-        )
-    )
 }
 
 async fn dead_letters(
@@ -741,49 +773,14 @@ async fn dead_letters(
     let actor = visitor!(visitor, "/dead-letters");
     let mut page = Page::new("Dead letters", "dead", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let letters = match c
-        .queue
-        .dead_letters(crate::DEFAULT_LIST_LIMIT as isize)
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => return error_page(&page, e.into()),
-    };
+    let letters =
+        match hookfleet_admin::dead::list(&c.queue, crate::DEFAULT_LIST_LIMIT as isize).await {
+            Ok(l) => l,
+            Err(e) => return error_page(&page, e.into()),
+        };
     page.render(
         "dead.html",
         context! { letters => Value::from_serialize(&letters) },
-    )
-}
-
-async fn dead_requeue(
-    State(c): State<Arc<Console>>,
-    visitor: PageActor,
-    Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    action!(
-        c,
-        visitor,
-        form,
-        "/dead-letters",
-        |actor| actions::dead_requeue(&c, actor, &id),
-        |_| format!("Requeued {id}.")
-    )
-}
-
-async fn dead_purge(
-    State(c): State<Arc<Console>>,
-    visitor: PageActor,
-    Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    action!(
-        c,
-        visitor,
-        form,
-        "/dead-letters",
-        |actor| actions::dead_purge(&c, actor, &id),
-        |_| format!("Purged {id}.")
     )
 }
 
@@ -818,6 +815,42 @@ mod tests {
         assert!(!looks_like_event_id("SO-0001"));
         assert!(!looks_like_event_id("msg_"));
         assert!(!looks_like_event_id(&"ab".repeat(31)));
+    }
+
+    /// Every form the templates post to is a page action, and every page
+    /// action has a form (login and logout are no actions).
+    #[test]
+    fn the_templates_post_to_the_page_actions_and_to_nothing_else() {
+        let generic = |path: &str| {
+            let mut out = String::new();
+            let mut rest = path;
+            while let Some(open) = rest.find('{') {
+                out.push_str(&rest[..open]);
+                let close = rest[open..].find('}').map_or(rest.len(), |c| open + c + 1);
+                // A template writes `{{ x }}`: skip the second brace too.
+                let close = if rest[close..].starts_with('}') {
+                    close + 1
+                } else {
+                    close
+                };
+                out.push_str("{}");
+                rest = &rest[close..];
+            }
+            out + rest
+        };
+        let mut posted = std::collections::BTreeSet::new();
+        for name in TEMPLATES.templates().map(|(name, _)| name) {
+            let source = TEMPLATES.get_template(name).unwrap().source().to_string();
+            for form in source.split("method=\"post\" action=\"").skip(1) {
+                let action = &form[..form.find('"').unwrap()];
+                if !["/login", "/logout"].contains(&action) {
+                    posted.insert(generic(action));
+                }
+            }
+        }
+        let served: std::collections::BTreeSet<String> =
+            PAGE_ACTIONS.iter().map(|(path, _)| generic(path)).collect();
+        assert_eq!(posted, served);
     }
 
     #[test]

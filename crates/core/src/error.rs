@@ -1,24 +1,10 @@
 //! The errors hookfleet-core returns. Callers match on them: a worker retries
-//! a `StoreError::Unavailable` with backoff but dead-letters a bad job; the CLI
-//! turns a `ValidationError` into exit code 1 with its message.
+//! a `StoreError::Unavailable` with backoff but dead-letters a bad job; the
+//! console answers a `StoreError::NotFound` with a 404. (A definition
+//! refused before it is stored is `hookfleet-admin`'s `ValidationError`.)
 //!
 //! No variant ever carries a webhook secret or a connection URL: messages are
 //! built from our own words and the server's message, never from row values.
-
-use std::fmt;
-
-/// A webhook definition (or one of its fields) that hookfleet refuses.
-/// The message is meant for the operator who typed the command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationError(pub String);
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ValidationError {}
 
 /// Why a request could not be built from a document. Recorded on the row
 /// (status Exhausted) when it happens at emit time.
@@ -110,11 +96,11 @@ pub enum Refusal {
     NoRotation(String),
     #[error("a stored value of webhook {0:?} cannot be opened: {1}")]
     Unsealable(String, String),
-    #[error(
-        "a pause reason is 1 to {} characters of printable text",
-        crate::store::webhooks::MAX_PAUSE_REASON_CHARS
-    )]
-    PauseReason,
+    /// A pause reason that is empty, too long or not printable (the
+    /// limit is [`crate::model::MAX_PAUSE_REASON_CHARS`], carried here so
+    /// that this module depends on no other).
+    #[error("a pause reason is 1 to {max_chars} characters of printable text")]
+    PauseReason { max_chars: usize },
 }
 
 impl StoreError {

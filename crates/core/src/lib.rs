@@ -1,10 +1,11 @@
 //! # hookfleet-core
 //!
-//! Everything the binaries share; they are thin wiring around it.
+//! Everything the binaries share; they are thin wiring around it. The
+//! operator's actions over it (definitions, previews, replays, stats) are
+//! `hookfleet-admin`'s; the template language is `hookfleet-template`'s.
 //!
 //! # Layout
 //! - [`model`]: webhooks, delivery rows, attempts, statuses.
-//! - [`validate`]: what a webhook definition must satisfy before it is stored.
 //! - [`render`]: a document in, the frozen request out: checks what the
 //!   templates rendered, builds field selections. Templates themselves are
 //!   rendered through its [`render::Renderer`] seam by `hookfleet-template`.
@@ -28,14 +29,6 @@
 //! - [`config`]: durations as people write them, shared defaults, URLs made
 //!   safe to print (the flags themselves are in `hookfleet-settings`).
 //! - [`error`]: the error types callers match on.
-//! - [`frappe_import`]: Frappe Webhook documents read into definitions, and
-//!   the import that writes them.
-//! - [`definitions`]: webhook definitions validated and stored, from the
-//!   CLI's flags or the API's JSON.
-//! - [`views`]: what every surface shows (the CLI's `--json`, the API, the
-//!   console's pages).
-//! - [`ops`]: the operator's actions that need Postgres and Redis (stats,
-//!   replay, resume), one implementation for the CLI and the console.
 //! - [`http`]: what the ingest and the console share as HTTP listeners
 //!   (a bounded accept loop, bearer tokens, the loopback rule).
 //! - [`observe`]: the metrics, and the `/metrics`, `/livez` and `/readyz`
@@ -46,15 +39,12 @@ pub mod attempt;
 pub mod backoff;
 pub mod config;
 pub mod dead;
-pub mod definitions;
 pub mod deliver;
 pub mod error;
 pub mod fleet;
-pub mod frappe_import;
 pub mod http;
 pub mod model;
 pub mod observe;
-pub mod ops;
 pub mod queue;
 pub mod redis_link;
 pub mod registry;
@@ -65,7 +55,5 @@ pub mod shutdown;
 pub mod sign;
 pub mod ssrf;
 pub mod store;
-pub mod validate;
-pub mod views;
 
-pub use error::{ConfigError, QueueError, RenderError, StoreError, ValidationError};
+pub use error::{ConfigError, QueueError, RenderError, StoreError};

@@ -211,6 +211,15 @@ pub fn read_document(
     Ok(doc)
 }
 
+/// How every surface shows a header value it hides (see
+/// [`display_header_value`]); in a definition sent back it means "keep the
+/// stored value".
+pub const HIDDEN: &str = "[hidden]";
+
+/// The longest reason a pause may give: a sentence or two for the next
+/// operator (list and show print it on one line).
+pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+
 /// How a static header value is shown: hidden, whatever its name (`X-Creds:
 /// hunter2` is as secret as `Authorization`), unless the operator asks to
 /// see it. `Content-Type`, which hookfleet itself sets from the body, shows.
@@ -218,7 +227,7 @@ pub fn display_header_value(key: &str, value: &str, reveal: bool) -> String {
     if reveal || key.eq_ignore_ascii_case("content-type") {
         value.to_string()
     } else {
-        crate::definitions::HIDDEN.into()
+        HIDDEN.into()
     }
 }
 

@@ -3,7 +3,9 @@
 //! [`Renderer`] (the template language's renderer processes); this module
 //! checks what came back (a URL that is http(s), allowed and on an allowed
 //! host; a body that is JSON and within its limit) and builds field
-//! selections for JSON and form bodies itself.
+//! selections for JSON and form bodies itself. What an operator asks of
+//! it (a preview, the checks before a definition is stored) is
+//! `hookfleet-admin`'s.
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::RenderError;
-use crate::model::{display_header_value, FieldMapping, Header, Structure, Webhook};
+use crate::model::{FieldMapping, Header, Structure, Webhook};
 
 use crate::ssrf::NetworkPolicy;
 
@@ -264,7 +266,8 @@ pub fn literal_host(template: &str) -> Option<String> {
     })
 }
 
-fn check_size(body: &str) -> Result<(), RenderError> {
+/// Refuses a body over [`MAX_BODY_BYTES`].
+pub fn check_body_size(body: &str) -> Result<(), RenderError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(RenderError::BodyTooLarge {
             size: body.len(),
@@ -322,6 +325,11 @@ impl RequestBuilder {
         }
     }
 
+    /// Where the webhook's rendered URLs may lead.
+    pub fn allowed_hosts(&self) -> &AllowedHosts {
+        &self.hosts
+    }
+
     /// Does the webhook's condition hold, as rendered? (No condition: yes.)
     pub fn condition_holds(&self, rendered: Option<&Rendered>) -> bool {
         rendered.and_then(|r| r.condition).unwrap_or(true)
@@ -359,7 +367,7 @@ impl RequestBuilder {
                     .and_then(|r| r.body.as_deref())
                     .ok_or_else(|| RenderError::Template("body template did not render".into()))?;
                 let trimmed = rendered.trim();
-                check_size(trimmed)?;
+                check_body_size(trimmed)?;
                 serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
                     .map_err(|e| RenderError::NotJson(e.to_string()))?;
                 trimmed.to_string()
@@ -368,7 +376,7 @@ impl RequestBuilder {
             Structure::Json => doc.to_string(),
             Structure::Form => form_selection(&self.fields, doc),
         };
-        check_size(&body)?;
+        check_body_size(&body)?;
         // Only the body's type is frozen on the row; the static headers
         // (credentials among them) are read from the webhook at send time.
         let headers = vec![Header {
@@ -445,164 +453,4 @@ fn form_selection(fields: &[FieldMapping], doc: &Value) -> String {
         ser.append_pair(&f.key, &value);
     }
     ser.finish()
-}
-
-/// What a webhook would do with a document, nothing recorded and nothing
-/// sent (`hookfleet webhook preview`). The condition is rendered on its
-/// own and the request regardless of it, as Frappe's preview does, so an
-/// author sees the body even for a document that does not qualify.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Preview {
-    /// Whether the condition holds (no condition: true; an error: false).
-    pub meets_condition: bool,
-    /// Why the condition could not be evaluated.
-    pub condition_error: Option<String>,
-    /// The URL the request would go to (None when it could not be built).
-    pub url: Option<String>,
-    pub method: String,
-    /// Every header the request would carry: Content-Type, the static
-    /// headers with their values hidden, and the signature headers added
-    /// when it is sent.
-    pub headers: Vec<Header>,
-    /// The body exactly as it would be sent.
-    pub body: Option<String>,
-    /// Why the request could not be built (a URL refused, a body that is
-    /// not JSON, a template error).
-    pub error: Option<String>,
-}
-
-/// What the headers made per attempt (the event id, the timestamp, the
-/// signatures) show in a preview.
-pub const SET_WHEN_SENT: &str = "[set when sent]";
-
-/// Previews `webhook` on `doc` (see [`Preview`]): renders in a renderer,
-/// under the same limits as an emit.
-pub fn preview(
-    webhook: &Webhook,
-    doc: &Value,
-    policy: &NetworkPolicy,
-    renderer: &dyn Renderer,
-) -> Preview {
-    let condition = webhook.condition.clone().filter(|c| !c.trim().is_empty());
-    let (meets_condition, condition_error) = match condition {
-        None => (true, None),
-        Some(c) => {
-            let templates = Arc::new(Templates {
-                condition: Some(c),
-                body: None,
-                url: None,
-                lenient: false,
-            });
-            match renderer
-                .render(&[RenderJob {
-                    templates: &templates,
-                    doc,
-                }])
-                .pop()
-            {
-                Some(Ok(r)) => (r.condition.unwrap_or(true), None),
-                Some(Err(e)) => (false, Some(e.to_string())),
-                None => (false, Some("the renderer gave no answer".into())),
-            }
-        }
-    };
-    let mut unconditional = webhook.clone();
-    unconditional.condition = None;
-    let builder = RequestBuilder::new(Arc::new(unconditional), false);
-    let built = RequestBuilder::build_all(&[(&builder, doc)], policy, renderer)
-        .pop()
-        .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())));
-    let mut headers = Vec::new();
-    let (url, body, mut error) = match built {
-        Ok(Some(request)) => {
-            headers.extend(request.headers);
-            (Some(request.url), Some(request.body), None)
-        }
-        Ok(None) => (None, None, Some("nothing was built".into())),
-        Err(e) => (None, None, Some(e.to_string())),
-    };
-    match crate::model::parse_headers(&webhook.headers) {
-        Ok(statics) => headers.extend(
-            statics
-                .into_iter()
-                .filter(|h| !h.key.eq_ignore_ascii_case("content-type"))
-                .map(|h| Header {
-                    value: display_header_value(&h.key, &h.value, false),
-                    key: h.key,
-                }),
-        ),
-        Err(e) => {
-            let e = format!("the static headers cannot be read: {e}");
-            error = Some(error.map_or(e.clone(), |b| format!("{b}; {e}")));
-        }
-    }
-    let mut per_attempt = vec![crate::sign::HEADER_ID, crate::sign::HEADER_TIMESTAMP];
-    if webhook.secret.is_some() {
-        per_attempt.extend([
-            crate::sign::HEADER_FRAPPE_SIGNATURE,
-            crate::sign::HEADER_SIGNATURE,
-        ]);
-    }
-    headers.extend(per_attempt.into_iter().map(|key| Header {
-        key: key.into(),
-        value: SET_WHEN_SENT.into(),
-    }));
-    Preview {
-        meets_condition,
-        condition_error,
-        url,
-        method: webhook.method().as_str().into(),
-        headers,
-        body,
-        error,
-    }
-}
-
-/// The document templates are tried on when a webhook is added without
-/// `--sample-doc`.
-pub fn default_sample_doc(entity_type: &str) -> Value {
-    serde_json::json!({ "doctype": entity_type, "name": "SAMPLE-0001" })
-}
-
-/// Checks that the webhook's templates compile, that its condition is one
-/// expression, and that its body template renders to JSON (and its dynamic URL
-/// to an http(s) URL) on `sample`, each within the renderer's time and memory
-/// limits. Used before a webhook is stored.
-pub fn check_templates(
-    webhook: Arc<Webhook>,
-    sample: &Value,
-    policy: &NetworkPolicy,
-    renderer: &dyn Renderer,
-) -> Result<(), RenderError> {
-    let builder = RequestBuilder::new(webhook, true);
-    if builder.hosts == AllowedHosts::Unpinned {
-        return Err(RenderError::Url(
-            "the URL template must write its scheme (http:// or https://) and, if it renders its host, name the hosts it may reach with --allowed-host HOST[:PORT]".into(),
-        ));
-    }
-    let Some(templates) = &builder.templates else {
-        return Ok(());
-    };
-    let rendered = renderer
-        .render(&[RenderJob {
-            templates,
-            doc: sample,
-        }])
-        .pop()
-        .unwrap_or_else(|| Err(RenderError::Renderer("no answer".into())))?;
-    if let Some(body) = &rendered.body {
-        check_size(body.trim())?;
-        serde_json::from_str::<serde::de::IgnoredAny>(body.trim()).map_err(|e| {
-            RenderError::NotJson(format!(
-                "{e} (rendered on the sample document {sample}: {})",
-                body.trim()
-            ))
-        })?;
-    }
-    // The host is checked against the allowed ones at emit: on a sample
-    // document, one the document chooses renders as `null`.
-    if let Some(url) = &rendered.url {
-        check_url(url, policy)?;
-    }
-    Ok(())
 }

@@ -9,7 +9,7 @@ use diesel::PgConnection;
 
 use crate::at_rest::{self, Purpose};
 use crate::error::{Refusal, StoreError};
-use crate::model::{Webhook, WebhookRow};
+use crate::model::{Webhook, WebhookRow, MAX_PAUSE_REASON_CHARS};
 use crate::schema::{webhook_config_version, webhooks};
 use crate::sign::Secret;
 
@@ -321,10 +321,6 @@ pub fn delete(conn: &mut PgConnection, name: &str) -> Result<(), StoreError> {
     })
 }
 
-/// The longest reason a pause may give: a sentence or two for the next
-/// operator (list and show print it on one line).
-pub const MAX_PAUSE_REASON_CHARS: usize = 500;
-
 /// What `pause` found.
 #[derive(Debug, Clone)]
 pub struct Paused {
@@ -341,7 +337,9 @@ pub fn pause(conn: &mut PgConnection, name: &str, reason: &str) -> Result<Paused
         || reason.chars().count() > MAX_PAUSE_REASON_CHARS
         || reason.chars().any(char::is_control)
     {
-        return Err(StoreError::Refused(Refusal::PauseReason));
+        return Err(StoreError::Refused(Refusal::PauseReason {
+            max_chars: MAX_PAUSE_REASON_CHARS,
+        }));
     }
     let paused: Option<Webhook> = diesel::update(
         webhooks::table

@@ -10,15 +10,18 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::StoreError;
-use crate::model::{
+use hookfleet_core::error::StoreError;
+use hookfleet_core::model::{
     FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT,
 };
-use crate::render::default_sample_doc;
-use crate::sign::Secret;
-use crate::store::webhooks::{self, SecretChange, Upsert};
-use crate::store::Store;
-use crate::validate::{validate, Checks};
+use hookfleet_core::sign::Secret;
+use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::store::webhooks::{self, SecretChange, Upsert};
+use hookfleet_core::store::Store;
+
+use crate::error::OpsError;
+use crate::preview::default_sample_doc;
+use crate::validate::validate;
 
 /// The largest import file read: a site's webhooks are a few kilobytes
 /// each; a file this size is a mistake (or not a fixtures file).
@@ -65,7 +68,7 @@ pub fn documents(text: &str) -> Result<Vec<Value>, String> {
 
 /// The name a document reports under (for a refusal, even of a document
 /// that has no usable name).
-pub fn document_name(doc: &Value, index: usize) -> String {
+fn document_name(doc: &Value, index: usize) -> String {
     match doc.get("name") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         _ => format!("document #{}", index + 1),
@@ -377,7 +380,7 @@ struct Plan {
 /// Maps and validates one document against what is stored.
 fn plan(
     store: &Store,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
     doc: &serde_json::Value,
 ) -> Result<(Plan, Vec<String>), String> {
     let imported = to_spec(doc)?;
@@ -445,7 +448,7 @@ fn plan(
             }
         },
     };
-    validate(&spec, checks, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
+    validate(&spec, policy, &default_sample_doc(&spec.entity_type)).map_err(|e| e.to_string())?;
     Ok((
         Plan {
             unchanged: current_spec.as_ref() == Some(&spec),
@@ -525,10 +528,26 @@ impl Report {
 /// `webhook import`: maps each document ([`to_spec`]), validates it as
 /// `webhook add` does against what is stored, and (unless `dry_run`)
 /// creates or updates it under its Frappe name; one refused document does
-/// not stop the others unless `atomic`.
-pub fn import(
+/// not stop the others unless `atomic`. Runs on a blocking thread (the
+/// templates render in the renderer processes).
+pub async fn import(
     store: &Store,
-    checks: Checks<'_>,
+    policy: &NetworkPolicy,
+    docs: Vec<Value>,
+    dry_run: bool,
+    atomic: bool,
+) -> Result<Report, OpsError> {
+    let (store, policy) = (store.clone(), policy.clone());
+    Ok(tokio::task::spawn_blocking(move || {
+        import_blocking(&store, &policy, &docs, dry_run, atomic)
+    })
+    .await?)
+}
+
+/// [`import`] on the calling thread.
+fn import_blocking(
+    store: &Store,
+    policy: &NetworkPolicy,
     docs: &[Value],
     dry_run: bool,
     atomic: bool,
@@ -542,7 +561,7 @@ pub fn import(
         // the second: the later ones are refused, whatever became of the
         // first.
         let planned = if seen.insert(name.clone()) {
-            plan(store, checks, doc)
+            plan(store, policy, doc)
         } else {
             Err("the file holds another document of this name".into())
         };

@@ -3,9 +3,9 @@
 //! hostage: a job that names a row still has its row, which the sweeper
 //! enqueues again once it is due.
 
-use anyhow::bail;
 use clap::Subcommand;
 
+use hookfleet_admin::dead;
 use hookfleet_core::dead::DeadLetter;
 use hookfleet_core::queue::RedisQueue;
 
@@ -50,6 +50,59 @@ pub enum DeadCommand {
     },
 }
 
+pub async fn run(queue: &RedisQueue, command: DeadCommand) -> anyhow::Result<()> {
+    match command {
+        DeadCommand::List { limit, json } => list(queue, limit, json).await?,
+        DeadCommand::Show { id, json } => {
+            let d = dead::show(queue, &id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&d)?);
+            } else {
+                print_one(&d);
+            }
+        }
+        DeadCommand::Requeue { id: Some(id), .. } => {
+            let d = dead::requeue(queue, &id).await?;
+            println!("requeued {} onto {}", d.id, d.queue);
+        }
+        DeadCommand::Requeue { id: None, .. } => {
+            let n = dead::requeue_all(queue).await?;
+            println!("requeued {n} dead letters");
+        }
+        DeadCommand::Purge { id: Some(id), .. } => {
+            dead::purge(queue, &id).await?;
+            println!("purged {id}");
+        }
+        DeadCommand::Purge { id: None, .. } => {
+            let n = dead::purge_all(queue).await?;
+            println!("purged {n} dead letters");
+        }
+    }
+    Ok(())
+}
+
+async fn list(queue: &RedisQueue, limit: i64, json: bool) -> anyhow::Result<()> {
+    let letters = dead::list(queue, limit as isize).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&letters)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = letters
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.clone(),
+                d.at.clone(),
+                d.queue.clone(),
+                table::clip(&d.job, 40),
+                table::clip(&d.reason, 70),
+            ]
+        })
+        .collect();
+    table::print(&["ID", "AT", "QUEUE", "JOB", "REASON"], &rows);
+    Ok(())
+}
+
 fn print_one(d: &DeadLetter) {
     println!("id            {}", d.id);
     println!("at            {}", d.at);
@@ -60,74 +113,4 @@ fn print_one(d: &DeadLetter) {
     if !d.died_holding.is_empty() {
         println!("died holding  {}", d.died_holding.join(", "));
     }
-}
-
-pub async fn run(queue: &RedisQueue, command: DeadCommand) -> anyhow::Result<()> {
-    match command {
-        DeadCommand::List { limit, json } => {
-            let letters = queue.dead_letters(limit as isize).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&letters)?);
-            } else {
-                let rows: Vec<Vec<String>> = letters
-                    .iter()
-                    .map(|d| {
-                        vec![
-                            d.id.clone(),
-                            d.at.clone(),
-                            d.queue.clone(),
-                            table::clip(&d.job, 40),
-                            table::clip(&d.reason, 70),
-                        ]
-                    })
-                    .collect();
-                table::print(&["ID", "AT", "QUEUE", "JOB", "REASON"], &rows);
-            }
-        }
-        DeadCommand::Show { id, json } => {
-            let Some(d) = queue.dead_letter_by_id(&id).await? else {
-                bail!("no dead letter {id:?}")
-            };
-            if json {
-                println!("{}", serde_json::to_string_pretty(&d)?);
-            } else {
-                print_one(&d);
-            }
-        }
-        DeadCommand::Requeue { id: Some(id), .. } => match queue.requeue_dead(&id).await? {
-            Some(d) => println!(
-                "requeued {} onto {}",
-                d.id,
-                if d.queue.is_empty() {
-                    "default"
-                } else {
-                    &d.queue
-                }
-            ),
-            None => bail!("no dead letter {id:?}"),
-        },
-        DeadCommand::Requeue { id: None, .. } => {
-            let mut n = 0;
-            for d in queue
-                .dead_letters(hookfleet_core::dead::DEAD_LETTER_LIMIT)
-                .await?
-            {
-                if queue.requeue_dead(&d.id).await?.is_some() {
-                    n += 1;
-                }
-            }
-            println!("requeued {n} dead letters");
-        }
-        DeadCommand::Purge { id: Some(id), .. } => {
-            if !queue.purge_dead(&id).await? {
-                bail!("no dead letter {id:?}");
-            }
-            println!("purged {id}");
-        }
-        DeadCommand::Purge { id: None, .. } => {
-            let n = queue.purge_all_dead().await?;
-            println!("purged {n} dead letters");
-        }
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! `hookfleet webhook import`: Frappe Webhook documents in, webhooks created
 //! or updated under their Frappe names. Each document is mapped
-//! ([`hookfleet_core::frappe_import`]) and validated as `webhook add`
+//! ([`hookfleet_admin::frappe_import`]) and validated as `webhook add`
 //! validates; one that would not run is refused with the reason and the
 //! others still import (with `--atomic`, none do).
 
@@ -8,7 +8,7 @@ use std::io::Read;
 
 use anyhow::Context;
 use clap::Args;
-use hookfleet_core::frappe_import::{self, Outcome, MAX_IMPORT_BYTES};
+use hookfleet_admin::frappe_import::{self, Outcome, MAX_IMPORT_BYTES};
 use hookfleet_core::ssrf::NetworkPolicy;
 use hookfleet_core::store::Store;
 
@@ -52,20 +52,11 @@ fn read_input(file: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-pub fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::Result<()> {
+pub async fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> anyhow::Result<()> {
     let text = read_input(&args.file)?;
     let docs =
         frappe_import::documents(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file))?;
-    let r = frappe_import::import(
-        store,
-        hookfleet_core::validate::Checks {
-            policy,
-            renderer: &hookfleet_template::Sandbox,
-        },
-        &docs,
-        args.dry_run,
-        args.atomic,
-    );
+    let r = frappe_import::import(store, policy, docs, args.dry_run, args.atomic).await?;
     report(&r.outcomes, args.json, r.held_back)?;
     let refused = r.refused();
     if refused > 0 {

@@ -6,11 +6,12 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::config::format_duration;
-use crate::model::{
+use hookfleet_core::config::format_duration;
+use hookfleet_core::model::{
     display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus, FieldMapping, Webhook,
 };
-use crate::store::health::Health;
+use hookfleet_core::store::deliveries::held_until;
+use hookfleet_core::store::health::Health;
 
 /// A header as shown: the value hidden when it looks like a credential.
 #[derive(Serialize)]
@@ -181,7 +182,7 @@ impl<'a> DeliveryView<'a> {
             attempts: d.attempts,
             max_attempts: d.max_attempts,
             next_retry: d.next_retry,
-            held: d.next_retry == Some(crate::store::deliveries::held_until()),
+            held: d.next_retry == Some(held_until()),
             in_flight_until: d.lease_expires_at,
             response_code: d.response_code,
             response_body: d.response_text(),

@@ -1,0 +1,85 @@
+//! `hookfleet delivery retry ID [--force]`, or in bulk `--webhook W
+//! --status S --since T`: deliveries made due again and enqueued now.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+
+use hookfleet_admin::replay;
+use hookfleet_core::config::parse_time_or_ago;
+use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::store::Store;
+
+#[derive(Args)]
+pub struct Retry {
+    /// The delivery to replay.
+    #[arg(required_unless_present = "webhook", conflicts_with_all = ["webhook", "status", "since"])]
+    id: Option<i64>,
+    /// Replay a Delivered row too.
+    #[arg(long)]
+    force: bool,
+    /// Bulk: this webhook's deliveries…
+    #[arg(long, requires_all = ["status", "since"])]
+    webhook: Option<String>,
+    /// …in this status (Failed or Exhausted)…
+    #[arg(long)]
+    status: Option<DeliveryStatus>,
+    /// …last changed since TIME (RFC 3339, or a duration ago such as 2h).
+    #[arg(long)]
+    since: Option<String>,
+}
+
+impl Retry {
+    pub async fn run(
+        self,
+        store: &Store,
+        queue: &RedisQueue,
+        grace: Duration,
+    ) -> anyhow::Result<()> {
+        match (self.id, self.webhook, self.status, self.since) {
+            (Some(id), ..) => one(store, queue, grace, id, self.force).await,
+            (None, Some(webhook), Some(status), Some(since)) => {
+                bulk(store, queue, grace, &webhook, status, &since).await
+            }
+            _ => bail!("give a delivery ID, or --webhook, --status and --since"),
+        }
+    }
+}
+
+async fn one(
+    store: &Store,
+    queue: &RedisQueue,
+    grace: Duration,
+    id: i64,
+    force: bool,
+) -> anyhow::Result<()> {
+    let replay::ReplayOne { replayed, note } =
+        replay::replay(store, queue, grace, id, force).await?;
+    println!(
+        "delivery {id}: {} → Failed, due now (attempt {} allowed); {note}",
+        replayed.previous_status, replayed.next_attempt
+    );
+    Ok(())
+}
+
+async fn bulk(
+    store: &Store,
+    queue: &RedisQueue,
+    grace: Duration,
+    webhook: &str,
+    status: DeliveryStatus,
+    since: &str,
+) -> anyhow::Result<()> {
+    let since = parse_time_or_ago(since).map_err(|e| anyhow::anyhow!("--since {e}"))?;
+    let done = replay::replay_bulk(store, queue, grace, webhook, status, since, false).await?;
+    match done.note {
+        None => println!("no {status} deliveries of {webhook} since {since}; nothing replayed"),
+        Some(note) => println!(
+            "{} deliveries of {webhook} replayed ({status} → Failed, due now); {note}",
+            done.count
+        ),
+    }
+    Ok(())
+}

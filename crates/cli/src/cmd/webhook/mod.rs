@@ -1,0 +1,83 @@
+//! `hookfleet webhook …`: define, change, inspect and remove subscriptions.
+//! Every definition is validated before anything is written; the secret is
+//! write-only (list and show say whether signing is on, never the secret).
+//!
+//! - `add`, `update`: a definition from flags (`definition`, which both
+//!   share).
+//! - `show`: `list` and `show`.
+//! - `lifecycle`: enable, disable, pause, resume, rotate-finish, delete.
+//! - `preview`: a document through the webhook, nothing sent.
+//! - `import`: Frappe Webhook documents in.
+
+mod add;
+mod definition;
+mod import;
+mod lifecycle;
+mod preview;
+mod show;
+mod update;
+
+use clap::Subcommand;
+
+use hookfleet_core::store::Store;
+use hookfleet_settings::Settings;
+
+use lifecycle::Named;
+
+#[derive(Subcommand)]
+pub enum WebhookCommand {
+    /// Add a webhook.
+    Add(add::Add),
+    /// List webhooks.
+    List(show::List),
+    /// Show one webhook (header values hidden unless --show-header-values).
+    Show(show::Show),
+    /// Change a webhook: only the fields given change. A new secret starts a
+    /// two-phase rotation: the old one keeps signing (a second Standard
+    /// Webhooks signature, and the Frappe header) until `rotate-finish` or
+    /// 24 hours.
+    Update(update::Update),
+    /// Finish a secret rotation: the old secret stops signing and the
+    /// Frappe header moves to the new one.
+    RotateFinish(Named),
+    /// Enable a webhook.
+    Enable(Named),
+    /// Disable a webhook: no new deliveries; pending ones become Exhausted
+    /// when their attempt comes, without a request.
+    Disable(Named),
+    /// Pause a webhook: its events are still recorded, nothing is sent and
+    /// nothing becomes Exhausted until `resume`.
+    Pause(lifecycle::Pause),
+    /// Resume a paused webhook: what is due goes out at once, oldest first.
+    Resume(Named),
+    /// Delete a webhook. Its delivery rows stay; pending ones become Exhausted
+    /// when their attempt comes, without a request.
+    Delete(Named),
+    /// What the webhook would do with a document: whether it meets the
+    /// condition, the URL, method, headers (values hidden) and body.
+    /// Nothing is recorded, nothing is sent.
+    Preview(preview::PreviewArgs),
+    /// Import Frappe Webhook documents (fixtures or REST API JSON): each is
+    /// created or updated under its Frappe name, or refused with the reason.
+    Import(import::ImportArgs),
+}
+
+pub async fn run(command: WebhookCommand, s: &Settings, store: &Store) -> anyhow::Result<()> {
+    let policy = &s.allowed_networks;
+    match command {
+        WebhookCommand::Add(add) => add.run(store, policy).await,
+        WebhookCommand::List(list) => list.run(store).await,
+        WebhookCommand::Show(show) => show.run(store).await,
+        WebhookCommand::Update(update) => update.run(store, policy).await,
+        WebhookCommand::RotateFinish(w) => lifecycle::rotate_finish(store, &w.name).await,
+        WebhookCommand::Enable(w) => lifecycle::set_enabled(store, &w.name, true).await,
+        WebhookCommand::Disable(w) => lifecycle::set_enabled(store, &w.name, false).await,
+        WebhookCommand::Pause(pause) => pause.run(store).await,
+        WebhookCommand::Resume(w) => {
+            lifecycle::resume(store, &s.queue()?, s.queue_grace, &w.name).await
+        }
+        WebhookCommand::Delete(w) => lifecycle::delete(store, &w.name).await,
+        WebhookCommand::Preview(preview) => preview.run(store, policy).await,
+        WebhookCommand::Import(args) => import::run(store, policy, args).await,
+    }
+}

@@ -1,0 +1,236 @@
+//! The console's side of every action, for the API and the pages alike: a
+//! read-only token may not act, and each action is logged at info with the
+//! name of the token that did it (the audit line). What an action does is
+//! `hookfleet_admin`'s, the very function the CLI calls; the answer is the
+//! API's JSON, which the pages' notices read too.
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use hookfleet_admin::{dead, definitions, frappe_import, replay, webhooks};
+use hookfleet_core::model::DeliveryStatus;
+
+use crate::auth::Actor;
+use crate::read;
+use crate::{ApiError, Console};
+
+/// An action's audit line: who (the token's name), what, on what.
+fn logged(actor: Actor, action: &str, target: &str) {
+    tracing::info!(actor = actor.name, action, target, "console action");
+}
+
+/// Runs `run` if `actor` may act, and logs it once it succeeded.
+async fn audited<T, E>(
+    actor: Actor,
+    action: &str,
+    target: &str,
+    run: impl Future<Output = Result<T, E>>,
+) -> Result<T, ApiError>
+where
+    ApiError: From<E>,
+{
+    actor.may_act()?;
+    let done = run.await?;
+    logged(actor, action, target);
+    Ok(done)
+}
+
+/// [`audited`] for an action that goes on when its caller leaves
+/// (`hookfleet_admin` runs it on a task of its own): logged before it
+/// starts, since the caller may be gone when it ends.
+async fn audited_first<T, E>(
+    actor: Actor,
+    action: &str,
+    target: &str,
+    run: impl Future<Output = Result<T, E>>,
+) -> Result<T, ApiError>
+where
+    ApiError: From<E>,
+{
+    actor.may_act()?;
+    logged(actor, action, target);
+    Ok(run.await?)
+}
+
+/// `webhook add` from a JSON definition; the answer is the webhook as
+/// `actor` may see it.
+pub async fn create(
+    c: &Console,
+    actor: Actor,
+    body: Map<String, Value>,
+) -> Result<Value, ApiError> {
+    actor.may_act()?;
+    let w = definitions::add_json(&c.store, &c.policy, &body).await?;
+    logged(actor, "webhook-add", &w.name);
+    read::webhook_of(c, w, actor).await
+}
+
+/// `webhook update` from a JSON definition: the keys given replace those
+/// parts of the stored one.
+pub async fn update(
+    c: &Console,
+    actor: Actor,
+    name: &str,
+    body: Map<String, Value>,
+) -> Result<Value, ApiError> {
+    let updated = audited(
+        actor,
+        "webhook-update",
+        name,
+        definitions::update_json(&c.store, &c.policy, name, body),
+    )
+    .await?;
+    let mut v = read::webhook_of(c, updated.webhook, actor).await?;
+    v["rotation_started"] = Value::Bool(updated.rotation_started);
+    Ok(v)
+}
+
+pub async fn delete(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+    let run = webhooks::delete(&c.store, name);
+    audited(actor, "webhook-delete", name, run).await?;
+    Ok(json!({ "webhook": name, "deleted": true }))
+}
+
+pub async fn pause(
+    c: &Console,
+    actor: Actor,
+    name: &str,
+    reason: Option<&str>,
+) -> Result<Value, ApiError> {
+    let reason = reason.unwrap_or(webhooks::DEFAULT_PAUSE_REASON);
+    let p = audited(
+        actor,
+        "pause",
+        name,
+        webhooks::pause(&c.store, name, reason),
+    )
+    .await?;
+    Ok(json!({
+        "webhook": p.webhook.name,
+        "paused": true,
+        "already": p.already,
+        "reason": p.webhook.paused_reason,
+    }))
+}
+
+pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+    let run = webhooks::resume(&c.store, &c.queue, c.key_ttl, name);
+    let r = audited_first(actor, "resume", name, run).await?;
+    Ok(
+        json!({ "webhook": r.webhook, "resumed": r.was_paused, "released": r.released,
+               "due": r.due, "enqueued": r.enqueued, "note": r.note }),
+    )
+}
+
+pub async fn set_enabled(
+    c: &Console,
+    actor: Actor,
+    name: &str,
+    enabled: bool,
+) -> Result<Value, ApiError> {
+    let action = if enabled { "enable" } else { "disable" };
+    let run = webhooks::set_enabled(&c.store, name, enabled);
+    let w = audited(actor, action, name, run).await?;
+    Ok(json!({ "webhook": w.name, "enabled": w.enabled }))
+}
+
+pub async fn rotate_finish(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+    let run = webhooks::rotate_finish(&c.store, name);
+    let w = audited(actor, "rotate-finish", name, run).await?;
+    Ok(json!({ "webhook": w.name, "rotation_finished": true }))
+}
+
+pub async fn retry(c: &Console, actor: Actor, id: i64, force: bool) -> Result<Value, ApiError> {
+    let run = replay::replay(&c.store, &c.queue, c.key_ttl, id, force);
+    let done = audited(actor, "retry", &id.to_string(), run).await?;
+    Ok(json!({
+        "id": id,
+        "previous_status": done.replayed.previous_status,
+        "status": DeliveryStatus::Failed,
+        "next_attempt": done.replayed.next_attempt,
+        "note": done.note,
+    }))
+}
+
+/// A bulk replay; a dry run only counts, so a read-only token may ask.
+pub async fn retry_bulk(
+    c: &Console,
+    actor: Actor,
+    webhook: &str,
+    status: DeliveryStatus,
+    since: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let run = replay::replay_bulk(
+        &c.store, &c.queue, c.key_ttl, webhook, status, since, dry_run,
+    );
+    let done = if dry_run {
+        run.await?
+    } else {
+        let target = format!("{webhook} {status} since {since}");
+        audited_first(actor, "retry-bulk", &target, run).await?
+    };
+    Ok(serde_json::to_value(&done).unwrap_or(Value::Null))
+}
+
+pub async fn dead_requeue(c: &Console, actor: Actor, id: &str) -> Result<Value, ApiError> {
+    let d = audited(actor, "dead-requeue", id, dead::requeue(&c.queue, id)).await?;
+    Ok(json!({ "id": d.id, "requeued": true, "queue": d.queue }))
+}
+
+pub async fn dead_purge(c: &Console, actor: Actor, id: &str) -> Result<Value, ApiError> {
+    audited(actor, "dead-purge", id, dead::purge(&c.queue, id)).await?;
+    Ok(json!({ "id": id, "purged": true }))
+}
+
+/// `dead requeue --all`.
+pub async fn dead_requeue_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
+    actor.may_act()?;
+    let n = dead::requeue_all(&c.queue).await?;
+    logged(actor, "dead-requeue-all", &format!("{n} dead letters"));
+    Ok(json!({ "requeued": n }))
+}
+
+/// `dead purge --all`.
+pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
+    actor.may_act()?;
+    let n = dead::purge_all(&c.queue).await?;
+    logged(actor, "dead-purge-all", &format!("{n} dead letters"));
+    Ok(json!({ "purged": n }))
+}
+
+/// `webhook import` of the Frappe Webhook documents `body` holds (what the
+/// CLI's file holds); a dry run writes nothing, so a read-only token may
+/// ask. The answer is the report, document by document, and `refused`, how
+/// many were.
+pub async fn import(
+    c: &Console,
+    actor: Actor,
+    body: &[u8],
+    dry_run: bool,
+    atomic: bool,
+) -> Result<Value, ApiError> {
+    if !dry_run {
+        actor.may_act()?;
+    }
+    let text =
+        std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
+    let docs =
+        frappe_import::documents(text).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    let report = frappe_import::import(&c.store, &c.policy, docs, dry_run, atomic).await?;
+    if !dry_run {
+        let target = format!(
+            "{} documents, {} refused",
+            report.outcomes.len(),
+            report.refused()
+        );
+        logged(actor, "webhook-import", &target);
+    }
+    Ok(json!({
+        "outcomes": report.outcomes,
+        "held_back": report.held_back,
+        "refused": report.refused(),
+    }))
+}
