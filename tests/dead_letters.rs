@@ -5,7 +5,7 @@ use hookfleet_testkit::{until_seen, TestEnv};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
     let env = TestEnv::new();
-    let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
     env.push_jobs(
         "default",
         ["garbage one", "garbage two", r#"{"v":1,"log_id":777}"#],

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hookfleet_core::model::{DeliveryStatus, WebhookSpec};
+use hookfleet_core::domain::{DeliveryStatus, WebhookSpec};
 use hookfleet_testkit::{spec, Receiver, TestEnv};
 
 /// How long a test waits for the fleet to do what it should: generous, so a

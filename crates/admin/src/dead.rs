@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use hookfleet_core::dead::{DeadLetter, DEAD_LETTER_LIMIT};
 use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::queue::{DeadLetter, DEAD_LETTER_LIMIT};
 
 use crate::error::OpsError;
 

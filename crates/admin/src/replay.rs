@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::deliveries::{self, Replayed};
 use hookfleet_core::store::{webhooks, Store};

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hookfleet_core::domain::Webhook;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::Webhook;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, MinuteCount};
 use hookfleet_core::store::health::{self, Health};

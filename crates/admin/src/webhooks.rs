@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use hookfleet_core::domain::Webhook;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::Webhook;
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::deliveries::{self, DueRow};
 use hookfleet_core::store::health::Health;

@@ -465,7 +465,7 @@ fn looks_like_event_id(text: &str) -> bool {
 /// Renders the rows of a delivery list (the table alone, for embedding).
 fn delivery_table(
     page: &Page,
-    rows: &[hookfleet_core::model::DeliveryLog],
+    rows: &[hookfleet_core::domain::DeliveryLog],
     next: Option<String>,
     heading: bool,
     f: &ListQuery,

@@ -164,12 +164,12 @@ impl Sweeper {
             self.prune_from.lock().unwrap_or_else(|e| e.into_inner()).0 = pruned.stopped_after;
             r.pruned = pruned.rows;
             r.pruned_attempts = pruned.attempts;
-            hookfleet_core::observe::metrics()
+            hookfleet_core::runtime::observe::metrics()
                 .pruned
                 .inc_by(pruned.rows);
         }
         self.store.run(health::clean).await?;
-        let metrics = hookfleet_core::observe::metrics();
+        let metrics = hookfleet_core::runtime::observe::metrics();
         metrics
             .sweeper_tick
             .observe(started.elapsed().as_secs_f64());
@@ -222,7 +222,7 @@ impl Sweeper {
     /// Sets the gauges only the sweeper keeps: the due backlog and its
     /// oldest age, every queue's depth and the dead letters.
     pub async fn observe(&self) -> Result<(), SweepError> {
-        let metrics = hookfleet_core::observe::metrics();
+        let metrics = hookfleet_core::runtime::observe::metrics();
         let (due, oldest) = self.store.run(deliveries::backlog).await?;
         metrics.due_backlog.set(due);
         let age = oldest.map_or(0.0, |t| {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::queue::{Conn, RedisQueue};
+use hookfleet_core::runtime::retry_until_stopped;
 
 use crate::start::{Reservation, Starter};
 use crate::stats::Counters;

@@ -46,9 +46,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Semaphore};
 
-use hookfleet_core::deliver;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::Store;
 
 use crate::fetch::Fetcher;
@@ -137,7 +136,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
             config.slow_endpoint_concurrency,
         )),
         recorder: tx,
-        http: deliver::http_client(config.policy.clone()),
+        http: hookfleet_core::attempt::http_client(config.policy.clone()),
         claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
     });
     let fleet = starter.fleet.clone();

@@ -25,7 +25,7 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
     loop {
         // The loop runs whether or not Redis answers: /livez asks that it
         // runs, /readyz that Redis answers.
-        hookfleet_core::observe::progress().tick();
+        hookfleet_core::runtime::observe::progress().tick();
         match queue
             .heartbeat(&config.worker_id, &config.queues, config.heartbeat_ttl)
             .await
@@ -72,7 +72,7 @@ pub const QUEUE_GAUGE_INTERVAL: Duration = Duration::from_secs(10);
 /// runs from a timer. A task of its own: a slow Redis delays the gauges,
 /// never the heartbeat.
 pub async fn observe_queues(queue: RedisQueue, config: Arc<WorkerConfig>) {
-    let metrics = hookfleet_core::observe::metrics();
+    let metrics = hookfleet_core::runtime::observe::metrics();
     loop {
         for name in &config.queues {
             if let Ok(depth) = queue.depth(name).await {

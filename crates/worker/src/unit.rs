@@ -25,11 +25,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use hookfleet_core::backoff::retry_until_stopped;
-use hookfleet_core::dead::DeadLetter;
 use hookfleet_core::error::QueueError;
+use hookfleet_core::queue::DeadLetter;
 use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue, Release};
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::retry_until_stopped;
+use hookfleet_core::runtime::Shutdown;
 
 use crate::limits::{EndpointSlot, FleetLease};
 

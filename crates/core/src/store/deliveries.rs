@@ -31,12 +31,12 @@ use diesel::PgConnection;
 use serde::Serialize;
 
 use crate::attempt::{Claim, ClaimSource, Outcome, OutcomeStatus, SealedCredentials};
-use crate::config::MAX_DURATION;
+use crate::domain::MAX_DURATION;
+use crate::domain::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::error::{Refusal, StoreError};
-use crate::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 use crate::queue::Enqueue;
-use crate::render::AllowedHosts;
-use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
+use crate::request::AllowedHosts;
+use crate::store::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
 use crate::store::Store;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
@@ -581,7 +581,7 @@ pub fn record_plain(
 /// the row still ends with its outcome. The one path for the outcomes
 /// written alone: a worker's, when the database refuses their batch, and a
 /// workflow_transition's. Each caller retries [`OutcomeWrite::try_write`]
-/// with its own patience ([`crate::backoff::retry_until_stopped`]); the
+/// with its own patience ([`crate::runtime::retry_until_stopped`]); the
 /// count of refusals is kept here between tries (atomics: a try's future
 /// only borrows the write, so it may run on any thread).
 pub struct OutcomeWrite {

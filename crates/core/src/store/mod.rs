@@ -12,6 +12,7 @@
 pub mod deliveries;
 pub mod health;
 pub mod retention;
+pub mod schema;
 pub mod webhooks;
 
 use std::time::Duration;

@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
 
-use crate::redis_link::Link;
-pub use crate::redis_link::{Conn, RedisTarget, COMMAND_TIMEOUT, POOL_SIZE};
+use crate::queue::link::Link;
+use crate::queue::link::{Conn, RedisTarget};
 
 /// Rows per enqueue script call: bounded so one call never holds Redis for
 /// more than a millisecond or so.
@@ -341,7 +341,7 @@ pub enum Release {
 }
 
 impl RedisQueue {
-    /// A way to Redis whose commands answer within [`COMMAND_TIMEOUT`].
+    /// A way to Redis whose commands answer within [`crate::queue::COMMAND_TIMEOUT`].
     /// Connects lazily: a process starts while Redis is down and says so on
     /// first use.
     pub fn connect(target: &RedisTarget, prefix: &str) -> Result<RedisQueue, QueueError> {
@@ -353,7 +353,7 @@ impl RedisQueue {
             take_fair: Script::new(TAKE_FAIR_LUA),
             ack: Script::new(ACK_LUA),
             put_back: Script::new(PUT_BACK_LUA),
-            admit: Script::new(crate::fleet::ADMIT_LUA),
+            admit: Script::new(crate::queue::fleet::ADMIT_LUA),
         })
     }
 

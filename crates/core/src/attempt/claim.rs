@@ -1,17 +1,17 @@
 //! One attempt as data: the claim that allows it (built in one place,
 //! [`Claim::new`], from a stored request and its webhook's sealed
 //! credentials, for the worker and the producer alike), what happened on
-//! the wire, and the outcome to record. No I/O here: [`crate::deliver`]
+//! the wire, and the outcome to record. No I/O here: [`crate::attempt`]
 //! sends, the store records, and both speak these types.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::at_rest::{self, Purpose};
-use crate::model::{open_signing_keys, parse_headers, DeliveryStatus, Header};
-use crate::schedule::RetrySchedule;
-use crate::sign::SigningKeys;
+use crate::domain::at_rest::{self, Purpose};
+use crate::domain::RetrySchedule;
+use crate::domain::SigningKeys;
+use crate::domain::{open_signing_keys, parse_headers, DeliveryStatus, Header};
 
 /// How much of a response body is kept on the row. Enough for an error page's
 /// message; a receiver that answers with megabytes is not stored.

@@ -33,9 +33,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::http::ServeLimits;
 use crate::queue::RedisQueue;
-use crate::shutdown::Shutdown;
+use crate::runtime::http::ServeLimits;
+use crate::runtime::Shutdown;
 use crate::store::Store;
 
 /// Distinct webhook label values kept; more are counted as `other`, so a
@@ -634,7 +634,7 @@ pub async fn serve(
     tracing::info!(listen = %listener.local_addr()?, "serving /metrics, /livez and /readyz");
     Ok(tokio::spawn(async move {
         let stop = async move { shutdown.requested(2).await };
-        crate::http::serve(listener, app, METRICS_LIMITS, stop).await;
+        crate::runtime::http::serve(listener, app, METRICS_LIMITS, stop).await;
     }))
 }
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 use chrono::Utc;
 use redis::{AsyncCommands, Script};
 
-use crate::dead::DeadLetter;
 use crate::error::QueueError;
+use crate::queue::DeadLetter;
 use crate::queue::RedisQueue;
 
 /// How long a recovery is remembered against a job: long enough to notice a

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::domain::{FieldMapping, Header, Structure, Webhook};
 use crate::error::RenderError;
-use crate::model::{FieldMapping, Header, Structure, Webhook};
 
-use crate::ssrf::NetworkPolicy;
+use crate::request::NetworkPolicy;
 
 /// The largest request body hookfleet builds and stores (1 MiB, the common
 /// ceiling among webhook services): a receiver is not a file store.

@@ -1,0 +1,12 @@
+//! One attempt of a delivery: the claim that allows it (its request and its
+//! webhook's credentials, opened), the request on the wire (signed afresh,
+//! sent with the webhook's timeout), and what the answer means.
+
+mod claim;
+mod send;
+
+pub use claim::{
+    judge, AttemptReport, Claim, ClaimSource, Outcome, OutcomeStatus, SealedCredentials,
+    LEASE_MARGIN, RESPONSE_BODY_LIMIT,
+};
+pub use send::{http_client, send, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT};
