@@ -22,7 +22,9 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use hookfleet_core::attempt::{self, Claim, ClaimSource, SealedCredentials, LEASE_MARGIN};
+use hookfleet_core::attempt::{
+    self, Claim, ClaimSource, Destination, SealedCredentials, LEASE_MARGIN,
+};
 use hookfleet_core::domain::format_duration;
 use hookfleet_core::domain::RetrySchedule;
 use hookfleet_core::domain::{
@@ -692,8 +694,12 @@ impl Producer {
             event_id: row.event_id.clone(),
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
-            url: row.url.clone(),
-            url_refused: None,
+            destination: Destination {
+                stored: row.url.clone(),
+                webhook_url: &hook.request_url,
+                dynamic: hook.dynamic_url,
+                allowed_hosts: &hook.allowed_hosts,
+            },
             method: row.method.clone(),
             frozen_headers: &row.headers,
             body: row.body.clone(),

@@ -3,10 +3,9 @@
 //! sent with the webhook's timeout), and what the answer means.
 
 mod claim;
+mod judge;
 mod send;
 
-pub use claim::{
-    judge, AttemptReport, Claim, ClaimSource, Outcome, OutcomeStatus, SealedCredentials,
-    LEASE_MARGIN, RESPONSE_BODY_LIMIT,
-};
+pub use claim::{Claim, ClaimSource, Destination, SealedCredentials, LEASE_MARGIN};
+pub use judge::{judge, AttemptReport, Outcome, OutcomeStatus, RESPONSE_BODY_LIMIT};
 pub use send::{http_client, send, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT};
