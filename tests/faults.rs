@@ -434,6 +434,7 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
             .unwrap();
         let reaped = env
             .queue
+            .registry()
             .reap("reaper-test", 3, Duration::from_secs(5))
             .await
             .unwrap()
@@ -442,7 +443,7 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
     }
     assert_eq!(recoveries, vec![(1, 0), (1, 0), (1, 0), (0, 1)]);
     assert_eq!(env.llen(&keys.queue("default")), 0);
-    let dead = env.queue.dead_letters(10).await.unwrap();
+    let dead = env.queue.dead().list(10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].job, job);
     assert_eq!(
@@ -457,11 +458,12 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
     // The operator can put it back.
     let back = env
         .queue
-        .requeue_dead(&dead[0].id)
+        .dead()
+        .requeue(&dead[0].id)
         .await
         .unwrap()
         .expect("found");
     assert_eq!(back.job, job);
     assert_eq!(env.llen(&keys.queue("default")), 1);
-    assert_eq!(env.queue.dead_count().await.unwrap(), 0);
+    assert_eq!(env.queue.dead().count().await.unwrap(), 0);
 }

@@ -549,7 +549,7 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
     .await;
     let stats = worker.stop().await;
     assert_eq!(stats.dead_lettered, 3);
-    let dead = env.queue.dead_letters(10).await.unwrap();
+    let dead = env.queue.dead().list(10).await.unwrap();
     assert_eq!(dead.len(), 3);
     let reasons: Vec<String> = dead.iter().map(|d| d.reason.clone()).collect();
     assert!(dead

@@ -111,6 +111,7 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     while raws.len() < ids.len() {
         let taken = env
             .queue
+            .jobs()
             .take("default", &processing, ids.len())
             .await
             .expect("take");

@@ -21,7 +21,7 @@ use crate::error::OpsError;
 /// are due, so the sweeper sends them).
 async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: Duration) -> String {
     let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-    match queue.enqueue(&items, ttl).await {
+    match queue.jobs().enqueue(&items, ttl).await {
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();
             if n == rows.len() {

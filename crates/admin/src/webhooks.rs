@@ -174,7 +174,7 @@ async fn resume_now(
             return;
         }
         let items: Vec<Enqueue> = rows.iter().map(Into::into).collect();
-        match queue.enqueue(&items, ttl).await {
+        match queue.jobs().enqueue(&items, ttl).await {
             Ok(pushed) => done.enqueued += pushed.iter().filter(|p| **p).count(),
             Err(e) => {
                 done.note = Some(format!(

@@ -199,7 +199,7 @@ async fn activity(
 }
 
 async fn workers(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
-    to_json(&c.queue.workers().await?)
+    to_json(&c.queue.registry().workers().await?)
 }
 
 async fn webhook_list(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {

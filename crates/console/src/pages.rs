@@ -418,7 +418,7 @@ async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response
         Ok(m) => m,
         Err(e) => return error_page(&page, e.into()),
     };
-    let (workers, workers_error) = match c.queue.workers().await {
+    let (workers, workers_error) = match c.queue.registry().workers().await {
         Ok(w) => (w, None),
         Err(e) => (Vec::new(), Some(format!("Redis did not answer: {e}"))),
     };

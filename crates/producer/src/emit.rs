@@ -575,7 +575,10 @@ impl Producer {
                     "it failed moments ago".into(),
                 ))
             } else {
-                self.queue.enqueue(&items, self.config.queue_grace).await
+                self.queue
+                    .jobs()
+                    .enqueue(&items, self.config.queue_grace)
+                    .await
             };
             match result {
                 Ok(flags) => {

@@ -230,9 +230,9 @@ impl Sweeper {
         });
         metrics.oldest_due_age.set(age);
         for name in self.store.run(webhooks::queue_names).await? {
-            metrics.set_queue_depth(&name, self.queue.depth(&name).await?);
+            metrics.set_queue_depth(&name, self.queue.jobs().depth(&name).await?);
         }
-        metrics.dead_letters.set(self.queue.dead_count().await?);
+        metrics.dead_letters.set(self.queue.dead().count().await?);
         let paused = self.store.run(webhooks::paused_names).await?;
         metrics.webhooks_paused.set(paused.len() as i64);
         Ok(())
@@ -287,7 +287,7 @@ impl Sweeper {
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
             let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-            let flags = self.queue.enqueue(&items, self.key_ttl).await?;
+            let flags = self.queue.jobs().enqueue(&items, self.key_ttl).await?;
             report.due += rows.len();
             let pushed = flags.iter().filter(|f| **f).count();
             report.enqueued += pushed;

@@ -136,6 +136,7 @@ impl FleetGate {
         let stem = format!("{}:{call}", self.stem);
         let got = self
             .queue
+            .fleet()
             .admit(
                 webhook,
                 limit.max_concurrency,
@@ -169,7 +170,7 @@ async fn give_back(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<GiveBack>)
             }
         }
         for (webhook, leases) in by_webhook {
-            if let Err(e) = queue.give_back_leases(webhook, &leases).await {
+            if let Err(e) = queue.fleet().give_back_leases(webhook, &leases).await {
                 tracing::debug!(webhook, leases = leases.len(), error = %e,
                     "cannot give leases back; they expire by themselves");
             }

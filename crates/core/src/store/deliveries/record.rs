@@ -48,7 +48,7 @@ WITH input AS (
 )
 SELECT id FROM updated";
 
-/// Records `outcomes` (see [`RECORD_SQL`]); returns the ids whose row took it.
+/// Records `outcomes` (see `RECORD_SQL`); returns the ids whose row took it.
 pub fn record(
     conn: &mut PgConnection,
     outcomes: &[Outcome],
