@@ -8,4 +8,4 @@ mod send;
 
 pub use claim::{Claim, ClaimSource, Destination, SealedCredentials, LEASE_MARGIN};
 pub use judge::{judge, AttemptReport, Outcome, OutcomeStatus, RESPONSE_BODY_LIMIT};
-pub use send::{http_client, send, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT};
+pub use send::{http_client, send};

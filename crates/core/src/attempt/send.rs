@@ -17,12 +17,12 @@ use crate::request::{GuardedResolver, NetworkPolicy};
 
 /// Ceiling on establishing a connection; the webhook's own timeout (at most
 /// 60 s) still bounds the whole request.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Idle keep-alive connections are dropped after this long: receivers commonly
 /// close theirs at 60-75 s, and reusing a connection the peer is closing fails
 /// the request.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// The HTTP client every attempt uses: pooled connections, no redirects (a
 /// 3xx is a failure, as in the Standard Webhooks spec), no proxy from the

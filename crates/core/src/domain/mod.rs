@@ -11,9 +11,10 @@ mod schedule;
 mod signing;
 mod webhook;
 
+pub(crate) use config::MAX_DURATION;
 pub use config::{
     format_duration, parse_duration, parse_time_or_ago, redact_url, DEFAULT_PREFIX,
-    DEFAULT_QUEUE_GRACE, MAX_DURATION,
+    DEFAULT_QUEUE_GRACE,
 };
 pub use delivery::{process_identity, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
 pub use event::{check_event_id, new_event_id, read_document, MAX_DOCUMENT_BYTES};
@@ -23,7 +24,7 @@ pub use signing::{
     HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
 pub use webhook::{
-    display_header_value, open_signing_keys, parse_headers, FieldMapping, Header, HeaderError,
-    Method, Structure, Webhook, WebhookRow, WebhookSpec, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT,
-    HIDDEN, MAX_PAUSE_REASON_CHARS,
+    display_header_value, parse_headers, FieldMapping, Header, HeaderError, Method, Structure,
+    Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT, HIDDEN,
 };
+pub(crate) use webhook::{open_signing_keys, MAX_PAUSE_REASON_CHARS};

@@ -112,7 +112,7 @@ pub const HIDDEN: &str = "[hidden]";
 
 /// The longest reason a pause may give: a sentence or two for the next
 /// operator (list and show print it on one line).
-pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+pub(crate) const MAX_PAUSE_REASON_CHARS: usize = 500;
 
 /// How a static header value is shown: hidden, whatever its name (`X-Creds:
 /// hunter2` is as secret as `Authorization`), unless the operator asks to
@@ -284,7 +284,7 @@ impl Webhook {
 
 /// Opens a webhook's stored signing secrets (current, and previous while a
 /// rotation is open).
-pub fn open_signing_keys(
+pub(crate) fn open_signing_keys(
     current: Option<&str>,
     previous: Option<&str>,
 ) -> Result<SigningKeys, OpenError> {
@@ -348,7 +348,7 @@ impl Webhook {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Retries after the first attempt unless a webhook says otherwise.
-pub const DEFAULT_MAX_RETRIES: i32 = 3;
+pub(crate) const DEFAULT_MAX_RETRIES: i32 = 3;
 
 /// A webhook definition as typed by an operator, before it is validated and
 /// stored (see `validate`).

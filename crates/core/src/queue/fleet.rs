@@ -44,7 +44,7 @@ const ADMIT_LUA: &str = include_str!("lua/admit.lua");
 /// The burst a rate limit of `per_s` allows: a twentieth of a second's
 /// worth (at least one), so a receiver never sees more than about 5% over
 /// its rate in any second.
-pub fn burst_of(per_s: u32) -> u32 {
+pub(crate) fn burst_of(per_s: u32) -> u32 {
     (per_s / 20).max(1)
 }
 

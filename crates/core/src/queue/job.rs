@@ -75,7 +75,7 @@ impl Job {
 
 /// A fresh in-flight key token: 64 random bits, hex. Two enqueues of one row
 /// never share one, so a key is released only by the job its enqueue pushed.
-pub fn new_token() -> String {
+pub(crate) fn new_token() -> String {
     format!("{:016x}", fastrand::u64(..))
 }
 

@@ -15,7 +15,7 @@ use crate::queue::link::{Conn, Redis};
 
 /// Rows per enqueue script call: bounded so one call never holds Redis for
 /// more than a millisecond or so.
-pub const ENQUEUE_CHUNK: usize = 500;
+pub(crate) const ENQUEUE_CHUNK: usize = 500;
 
 /// Takes each row's in-flight key and pushes its job onto one queue, as one
 /// step per row. KEYS: in-flight key and legacy in-flight key for each row

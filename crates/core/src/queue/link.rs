@@ -32,7 +32,7 @@ pub const POOL_SIZE: usize = 8;
 
 /// Seed URLs `REDIS_URL` may list for a cluster: a handful is what clients
 /// need to find the rest (the cluster tells them its topology).
-pub const MAX_SEED_URLS: usize = 16;
+pub(crate) const MAX_SEED_URLS: usize = 16;
 
 /// Where Redis is: `REDIS_URL` (seed URLs, comma-separated, for a cluster)
 /// and `HOOKFLEET_REDIS_CLUSTER`.

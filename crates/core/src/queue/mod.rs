@@ -19,12 +19,12 @@ mod registry;
 use std::time::Duration;
 
 pub use dead::{DeadLetter, DeadLetters, DEAD_LETTER_LIMIT};
-pub use fleet::{burst_of, Admission, FleetLimits, LEASE_MARGIN};
-pub use job::{new_token, Job, JobError};
-pub use jobs::{Ack, Enqueue, Jobs, Release, ENQUEUE_CHUNK};
+pub use fleet::{Admission, FleetLimits, LEASE_MARGIN};
+pub use job::{Job, JobError};
+pub use jobs::{Ack, Enqueue, Jobs, Release};
 pub use keys::Keys;
-pub use link::{Conn, RedisTarget, COMMAND_TIMEOUT, MAX_SEED_URLS, POOL_SIZE};
-pub use registry::{Reaped, Registry, WorkerInfo, MAX_LISTED_WORKERS, REAP_CHUNK, RECOVERY_MEMORY};
+pub use link::{Conn, RedisTarget, COMMAND_TIMEOUT, POOL_SIZE};
+pub use registry::{Reaped, Registry, WorkerInfo};
 
 use crate::error::QueueError;
 use link::Redis;

@@ -23,11 +23,11 @@ use crate::queue::link::Redis;
 /// How long a recovery is remembered against a job: long enough to notice a
 /// job that kills one worker after another, short enough to forget a job that
 /// was merely unlucky once.
-pub const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
 
 /// Jobs one reaping script call moves: a dead worker's processing list holds
 /// at most its concurrency's worth, and a call stays well under a millisecond.
-pub const REAP_CHUNK: isize = 500;
+pub(crate) const REAP_CHUNK: isize = 500;
 
 /// Moves jobs (ARGV[4..], oldest first) of a dead worker's processing list
 /// (KEYS[1]) back to the consuming end of its queue (KEYS[2]), counting each
@@ -62,7 +62,7 @@ pub struct Reaped {
 
 /// The most workers [`Registry::workers`] lists: a fleet larger than this
 /// is read through the metrics, not one page.
-pub const MAX_LISTED_WORKERS: usize = 1_000;
+pub(crate) const MAX_LISTED_WORKERS: usize = 1_000;
 
 /// A registered worker as the console and the API show it.
 #[derive(Debug, Clone, serde::Serialize)]

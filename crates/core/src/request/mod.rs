@@ -7,8 +7,8 @@ mod build;
 mod ssrf;
 
 pub use build::{
-    check_body_size, check_url, literal_host, literal_scheme, parse_host_entry, AllowedHosts,
-    BuiltRequest, RenderJob, Rendered, Renderer, RequestBuilder, Templates, MAX_BODY_BYTES,
-    MAX_TEMPLATE_BYTES, MAX_URL_BYTES,
+    check_body_size, check_url, parse_host_entry, AllowedHosts, BuiltRequest, RenderJob, Rendered,
+    Renderer, RequestBuilder, Templates, MAX_BODY_BYTES, MAX_TEMPLATE_BYTES, MAX_URL_BYTES,
 };
-pub use ssrf::{parse_network, GuardedResolver, NetworkPolicy};
+pub(crate) use ssrf::GuardedResolver;
+pub use ssrf::NetworkPolicy;

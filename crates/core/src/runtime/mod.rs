@@ -7,5 +7,5 @@ pub mod http;
 pub mod observe;
 mod shutdown;
 
-pub use backoff::{retry_until_stopped, Backoff, BACKOFF_MAX, BACKOFF_START};
+pub use backoff::{retry_until_stopped, Backoff};
 pub use shutdown::Shutdown;

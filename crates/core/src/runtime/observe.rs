@@ -41,10 +41,10 @@ use crate::store::Store;
 /// Distinct webhook label values kept; more are counted as `other`, so a
 /// fleet with thousands of webhooks cannot grow the exposition without
 /// bound (each webhook costs a counter set and a histogram).
-pub const MAX_WEBHOOK_LABELS: usize = 500;
+pub(crate) const MAX_WEBHOOK_LABELS: usize = 500;
 
 /// The label value of webhooks past [`MAX_WEBHOOK_LABELS`].
-pub const OTHER_WEBHOOK: &str = "other";
+pub(crate) const OTHER_WEBHOOK: &str = "other";
 
 /// The label value of a delivery Exhausted before any request, whose
 /// webhook the worker never learned (deleted or disabled meanwhile).
@@ -52,7 +52,7 @@ pub const UNKNOWN_WEBHOOK: &str = "-";
 
 /// How long a readiness check waits for Postgres or Redis: a healthy one
 /// answers in milliseconds; a probe that hangs is worse than a 503.
-pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
@@ -333,7 +333,7 @@ impl Metrics {
 
 /// `value` as a label value of either text format: backslash, double quote
 /// and line feed escaped (`\\`, `\"`, `\n`), everything else as it is.
-pub fn label_value(value: &str) -> String {
+pub(crate) fn label_value(value: &str) -> String {
     if !value.contains(['\\', '"', '\n']) {
         return value.to_string();
     }
@@ -404,7 +404,7 @@ pub fn metrics() -> &'static Metrics {
 /// How long a loop may go without progress before `/livez` says so, unless
 /// the process sets its own ([`Progress::set_stall_after`]): three times
 /// the slowest loop's natural period is the usual choice.
-pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
 
 /// When the process's main loop last made progress: `/livez` answers 503
 /// once it has not for longer than the process allows.
@@ -475,7 +475,7 @@ pub fn progress() -> &'static Progress {
 /// orchestrator, a scraper, a load balancer) share one check, and a flood
 /// of requests during an outage costs one check a second, not a thread
 /// each.
-pub const READY_CACHE: Duration = Duration::from_secs(1);
+pub(crate) const READY_CACHE: Duration = Duration::from_secs(1);
 
 type ReadyAnswer = Option<(Instant, Result<(), String>)>;
 
@@ -569,10 +569,11 @@ async fn readyz(State((probe, detailed)): State<(Probe, bool)>) -> impl IntoResp
 }
 
 /// The content type of the OpenMetrics text format.
-pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const OPENMETRICS_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The content type of the classic Prometheus text format.
-pub const CLASSIC_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CLASSIC_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// `GET /metrics`: OpenMetrics when the scraper's `Accept` names it
 /// (Prometheus asks for it first), else the classic text format.

@@ -16,7 +16,7 @@ use crate::store::schema::{webhook_config_version, webhooks};
 /// How long a replaced secret keeps signing (as a second Standard Webhooks
 /// signature) so receivers can roll over without dropping requests: a day
 /// covers a deploy on the receiver's side.
-pub const SECRET_ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const SECRET_ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 fn not_found(name: &str) -> StoreError {
     StoreError::NotFound(format!("webhook {name:?}"))

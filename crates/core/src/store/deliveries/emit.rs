@@ -15,7 +15,7 @@ use super::pg_text;
 
 /// Rows per INSERT at emit: 17 bind parameters per row stays far below
 /// Postgres's 65,535-parameter limit.
-pub const INSERT_CHUNK: usize = 1000;
+pub(crate) const INSERT_CHUNK: usize = 1000;
 
 /// A row recorded at emit.
 #[derive(Debug, Clone, Serialize)]

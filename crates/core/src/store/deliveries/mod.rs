@@ -29,12 +29,12 @@ mod search;
 
 pub use claim::{claim, take_for_transition, webhooks_of, Verdict};
 pub use due::{due, due_of_webhook, held_until, hold, release_held, DueRow, HELD_UNTIL};
-pub use emit::{insert, Recorded, INSERT_CHUNK};
+pub use emit::{insert, Recorded};
 pub use record::{record, record_plain, OutcomeWrite};
 pub use replay::{count_bulk, replay, replay_bulk, Replayed};
 pub use search::{
     attempts, attempts_per_minute, backlog, counts, get, list, list_within, webhook_rows,
-    CountLimits, Counts, ListFilter, MinuteCount, WebhookRows, MAX_BACKLOG_COUNT,
+    CountLimits, Counts, ListFilter, MinuteCount, WebhookRows,
 };
 
 // What the steps share.
@@ -73,7 +73,7 @@ fn unique(ids: impl Iterator<Item = i64>) -> Vec<i64> {
 
 /// Postgres `text` cannot hold NUL: one in a stored string is replaced with
 /// U+FFFD, so no message can keep an outcome from being written.
-pub fn pg_text(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn pg_text(text: &str) -> std::borrow::Cow<'_, str> {
     if text.contains('\0') {
         std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
     } else {

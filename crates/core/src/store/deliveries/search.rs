@@ -148,7 +148,7 @@ pub fn attempts(conn: &mut PgConnection, log_id: i64) -> Result<Vec<DeliveryAtte
 /// The most due rows [`backlog`] counts: counting walks the due part of
 /// the next_retry index, so a huge backlog is reported as "at least this"
 /// rather than walked whole every tick.
-pub const MAX_BACKLOG_COUNT: i64 = 1_000_000;
+pub(crate) const MAX_BACKLOG_COUNT: i64 = 1_000_000;
 
 /// Rows whose attempt is due (at most [`MAX_BACKLOG_COUNT`]) and the
 /// oldest due time, for the sweeper's gauges (held rows are never due).
