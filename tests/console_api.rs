@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{
     csrf_of, spec, until, ConsoleServer, Receiver, Reply, TestEnv, ENTITY, FULL_TOKEN, READ_TOKEN,
 };
@@ -22,7 +22,7 @@ fn slow_schedule() -> RetrySchedule {
 /// (SO-1..SO-n), delivered or failed by a worker per the receiver's replies.
 async fn fleet_with(env: &TestEnv, receiver: &Receiver, names: &[&str]) -> Vec<i64> {
     let mut s = spec("orders", ENTITY, "on_submit", &receiver.url("/hook"));
-    s.headers.push(hookfleet_core::model::Header {
+    s.headers.push(hookfleet_core::domain::Header {
         key: "Authorization".into(),
         value: "Bearer do-not-show-me".into(),
     });

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{
     free_port, spec, ConsoleServer, Receiver, Reply, TestEnv, ENTITY, FULL_TOKEN,
 };

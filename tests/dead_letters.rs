@@ -5,14 +5,14 @@ use hookfleet_testkit::{until_seen, TestEnv};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
     let env = TestEnv::new();
-    let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
     env.push_jobs(
         "default",
         ["garbage one", "garbage two", r#"{"v":1,"log_id":777}"#],
     );
     until_seen(
         "the junk is dead-lettered",
-        async || env.queue.dead_count().await.unwrap(),
+        async || env.queue.dead().count().await.unwrap(),
         |dead| *dead >= 3,
     )
     .await;
@@ -48,7 +48,7 @@ async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
     let requeue = env.cli(&["dead", "requeue", &id]);
     assert_eq!(requeue.code, Some(0), "{requeue}");
     assert_eq!(env.queue_depth("default"), 1, "back on its queue");
-    assert_eq!(env.queue.dead_count().await.unwrap(), 2);
+    assert_eq!(env.queue.dead().count().await.unwrap(), 2);
 
     let again = env.cli(&["dead", "show", &id]);
     assert_eq!(again.code, Some(1), "gone from the list");
@@ -56,7 +56,7 @@ async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
 
     let purge = env.cli(&["dead", "purge", "--all"]);
     assert!(purge.stdout.contains("purged 2"), "{}", purge.stdout);
-    assert_eq!(env.queue.dead_count().await.unwrap(), 0);
+    assert_eq!(env.queue.dead().count().await.unwrap(), 0);
     let usage = env.cli(&["dead", "purge"]);
     assert_eq!(usage.code, Some(2), "an id or --all is required");
 }

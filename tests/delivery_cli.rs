@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_testkit::{blocking, delivery_ids, Receiver, TestEnv, ENTITY};
 
 // ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 
 use hookfleet_core::attempt::{Claim, Outcome, OutcomeStatus, LEASE_MARGIN};
+use hookfleet_core::domain::{DeliveryStatus, NewDelivery, WebhookRow};
 use hookfleet_core::error::{Refusal, StoreError};
-use hookfleet_core::model::{DeliveryStatus, NewDelivery, WebhookRow};
 use hookfleet_core::store::deliveries::{self, ListFilter, Verdict, WebhookRows};
 use hookfleet_core::store::webhooks;
 use hookfleet_testkit::{spec, TestEnv, NOWHERE};

@@ -3,8 +3,8 @@
 //! `--allowed-host`. A document cannot send a webhook's credentials and
 //! signatures anywhere else.
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_producer::Event;
 use hookfleet_testkit::{spec, Receiver, Reply, TestEnv, ENTITY};
 use serde_json::json;
@@ -77,7 +77,7 @@ async fn a_document_can_steer_a_request_only_to_an_allowed_host() {
     );
     hook.dynamic_url = true;
     hook.allowed_hosts = vec![format!("127.0.0.1:{}", allowed.addr.port())];
-    hook.headers = vec![hookfleet_core::model::Header {
+    hook.headers = vec![hookfleet_core::domain::Header {
         key: "Authorization".into(),
         value: "Bearer only-for-allowed".into(),
     }];

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
 use hookfleet_testkit::{
     blocking, delivery_ids, event_json, json_of_size, Receiver, Reply, Run, TempFile, TestEnv,

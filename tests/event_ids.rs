@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_producer::{EmitError, Event};
 use hookfleet_testkit::{blocking, spec, Receiver, Run, TestEnv, ENTITY};
 

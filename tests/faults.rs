@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
 use hookfleet_producer::{Batch, EmitError, Event};
 use hookfleet_testkit::{
@@ -159,7 +159,7 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
     assert!(env.keys().iter().all(|k| !k.contains(":processing:")));
     // Their rows are still leased by the cut-short attempt: a worker that takes
     // the jobs now must not send them again before the lease ends.
-    let b = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
+    let b = env.start_worker(8, hookfleet_core::domain::RetrySchedule::default());
     until("the returned jobs are taken", || env.llen(&queue) == 0).await;
     // Deliberately a window: nothing may be sent again during it.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -237,7 +237,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
     rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     env.producer().emit_batch(sales_orders(30)).await.unwrap();
-    let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     rx.wait_for(4, PATIENCE).await;
 
     pg.stop_immediately();
@@ -313,7 +313,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
         .unwrap();
     assert!(report.deliveries.iter().all(|d| d.enqueued));
     redis.restart();
-    let worker = env.start_worker(8, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(8, hookfleet_core::domain::RetrySchedule::default());
     // Deliberately the grace itself: until it has passed the sweeper may not
     // count the rows lost, and meanwhile nothing may arrive.
     tokio::time::sleep(grace + Duration::from_millis(300)).await;
@@ -356,7 +356,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
         DeliveryStatus::Queued
     );
     redis.start_again();
-    let worker = env.start_worker(2, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
     // Deliberately the grace itself: before it the sweeper leaves the row to
     // its (lost) job.
     tokio::time::sleep(grace + Duration::from_millis(200)).await;
@@ -373,7 +373,7 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     let rx = Receiver::start().await;
     env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     let producer = env.producer();
-    let worker = env.start_worker(4, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     producer.emit_batch(sales_orders(3)).await.unwrap();
     until("first three delivered", || all_delivered(&env, 3)).await;
     redis.kill();
@@ -434,6 +434,7 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
             .unwrap();
         let reaped = env
             .queue
+            .registry()
             .reap("reaper-test", 3, Duration::from_secs(5))
             .await
             .unwrap()
@@ -442,7 +443,7 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
     }
     assert_eq!(recoveries, vec![(1, 0), (1, 0), (1, 0), (0, 1)]);
     assert_eq!(env.llen(&keys.queue("default")), 0);
-    let dead = env.queue.dead_letters(10).await.unwrap();
+    let dead = env.queue.dead().list(10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].job, job);
     assert_eq!(
@@ -457,11 +458,12 @@ async fn a_job_that_keeps_killing_its_workers_is_dead_lettered_with_its_history(
     // The operator can put it back.
     let back = env
         .queue
-        .requeue_dead(&dead[0].id)
+        .dead()
+        .requeue(&dead[0].id)
         .await
         .unwrap()
         .expect("found");
     assert_eq!(back.job, job);
     assert_eq!(env.llen(&keys.queue("default")), 1);
-    assert_eq!(env.queue.dead_count().await.unwrap(), 0);
+    assert_eq!(env.queue.dead().count().await.unwrap(), 0);
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::json;
 
-use hookfleet_core::model::{DeliveryStatus, FieldMapping, Structure};
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::sign::Secret;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::Secret;
+use hookfleet_core::domain::{DeliveryStatus, FieldMapping, Structure};
 use hookfleet_producer::{Batch, EmitError, Event};
 use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv, PATIENCE};
 
@@ -178,7 +178,7 @@ async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_reques
     let rx = Receiver::start().await;
     let mut obj = spec("object", "Sales Order", "on_submit", &rx.url("/object"));
     obj.body_template = Some(r#"{"order": "{{ doc.name }}", "total": {{ doc.grand_total }}, "items": {{ doc["items"] | tojson }}}"#.into());
-    obj.headers = vec![hookfleet_core::model::Header {
+    obj.headers = vec![hookfleet_core::domain::Header {
         key: "X-Tenant".into(),
         value: "acme".into(),
     }];
@@ -549,7 +549,7 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
     .await;
     let stats = worker.stop().await;
     assert_eq!(stats.dead_lettered, 3);
-    let dead = env.queue.dead_letters(10).await.unwrap();
+    let dead = env.queue.dead().list(10).await.unwrap();
     assert_eq!(dead.len(), 3);
     let reasons: Vec<String> = dead.iter().map(|d| d.reason.clone()).collect();
     assert!(dead

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hookfleet_core::model::{DeliveryStatus, WebhookSpec};
+use hookfleet_core::domain::{DeliveryStatus, WebhookSpec};
 use hookfleet_testkit::{spec, Receiver, TestEnv};
 
 /// How long a test waits for the fleet to do what it should: generous, so a
@@ -71,7 +71,7 @@ async fn three_workers_never_send_more_than_max_concurrency_and_other_webhooks_g
         .id;
     // Given back by the time each worker stopped (a drained worker flushes
     // them), not left to expire.
-    assert_eq!(env.queue.leases_held(wid).await.unwrap(), 0);
+    assert_eq!(env.queue.fleet().leases_held(wid).await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -121,7 +121,12 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     let life = Duration::from_millis(400);
     let leases = |n: u32, stem: &'static str| {
         let q = env.queue.clone();
-        async move { q.admit(7, Some(3), None, n, stem, life).await.unwrap() }
+        async move {
+            q.fleet()
+                .admit(7, Some(3), None, n, stem, life)
+                .await
+                .unwrap()
+        }
     };
     let taken = leases(5, "dead-worker:1").await;
     assert_eq!(
@@ -131,32 +136,38 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     );
     assert!(taken.full && taken.next_token_in.is_none());
     assert_eq!(leases(1, "w2:1").await.granted, 0);
-    assert_eq!(env.queue.leases_held(7).await.unwrap(), 3);
+    assert_eq!(env.queue.fleet().leases_held(7).await.unwrap(), 3);
     // Nobody gives them back (the worker died): they expire.
     tokio::time::sleep(life + Duration::from_millis(100)).await;
-    assert_eq!(env.queue.leases_held(7).await.unwrap(), 0);
+    assert_eq!(env.queue.fleet().leases_held(7).await.unwrap(), 0);
     let again = leases(1, "w2:2").await;
     assert_eq!(again.leases.len(), 1);
-    env.queue.give_back_leases(7, &again.leases).await.unwrap();
-    assert_eq!(env.queue.leases_held(7).await.unwrap(), 0);
+    env.queue
+        .fleet()
+        .give_back_leases(7, &again.leases)
+        .await
+        .unwrap();
+    assert_eq!(env.queue.fleet().leases_held(7).await.unwrap(), 0);
 
     // A lease with a shorter life (another worker's timeout) never cuts a
     // longer one short.
     let long = env
         .queue
+        .fleet()
         .admit(11, Some(5), None, 1, "long", Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(long.granted, 1);
     let short = env
         .queue
+        .fleet()
         .admit(11, Some(5), None, 1, "short", Duration::from_millis(100))
         .await
         .unwrap();
     assert_eq!(short.granted, 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        env.queue.leases_held(11).await.unwrap(),
+        env.queue.fleet().leases_held(11).await.unwrap(),
         1,
         "the long lease is held"
     );
@@ -164,7 +175,12 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     // 10/s: a burst of one, then one every 100 ms.
     let rate = |n: u32| {
         let q = env.queue.clone();
-        async move { q.admit(8, None, Some(10), n, "r", life).await.unwrap() }
+        async move {
+            q.fleet()
+                .admit(8, None, Some(10), n, "r", life)
+                .await
+                .unwrap()
+        }
     };
     let first = rate(5).await;
     assert_eq!(first.granted, 1);
@@ -185,6 +201,7 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
     // Both limits in one call: the rate admits five, the leases one.
     let both = env
         .queue
+        .fleet()
         .admit(9, Some(1), Some(1000), 5, "b", life)
         .await
         .unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_testkit::{IngestProcess, Receiver, Run, TempFile, TestEnv};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/frappe");

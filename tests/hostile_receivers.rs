@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use hookfleet_core::attempt::RESPONSE_BODY_LIMIT;
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{sales_orders, spec, until_seen, Receiver, Reply, TestEnv, ENTITY};
 
 /// Events emitted: enough that outcomes are written in batches of many rows.

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_producer::emit::MAX_DOCUMENT_BYTES;
 use hookfleet_producer::ingest::{MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
 use hookfleet_testkit::{

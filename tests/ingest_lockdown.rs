@@ -261,7 +261,7 @@ fn a_client_that_guesses_tokens_is_refused_even_the_right_one_for_a_while() {
     let token = "T0KEN-0123456789abcdef";
     let ingest = IngestProcess::start(&env, &["--token", token]);
     let event = json!({"entity_type": ENTITY, "event": "on_submit", "name": "SO-1"}).to_string();
-    for i in 0..hookfleet_core::http::GUESS_BUDGET {
+    for i in 0..hookfleet_core::runtime::http::GUESS_BUDGET {
         let (code, body) = ingest.post(
             "/v1/events",
             &event,

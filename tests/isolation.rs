@@ -30,7 +30,7 @@ async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
         batch.push(e);
     }
     env.producer().emit_batch(batch).await.unwrap();
-    let worker = env.start_worker(16, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(16, hookfleet_core::domain::RetrySchedule::default());
     rx.wait_for(12, PATIENCE).await;
     let stats = worker.stop().await;
     assert_eq!(
@@ -129,7 +129,7 @@ async fn a_lowered_limit_applies_to_a_running_worker() {
     let mut s = spec("changing", "Order", "on_submit", &rx.url("/x"));
     s.max_concurrency = Some(4);
     env.add_webhook(&s);
-    let worker = env.start_worker(16, hookfleet_core::schedule::RetrySchedule::default());
+    let worker = env.start_worker(16, hookfleet_core::domain::RetrySchedule::default());
     let mut first = Batch::new();
     for e in events("Order", 8) {
         first.push(e);

@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Integer, Text};
 use diesel::RunQueryDsl;
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::store::deliveries::{self, held_until};
 use hookfleet_testkit::{
     run_within, until, FleetProcess, Receiver, Reply, TestEnv, ENTITY, PATIENCE,
@@ -41,7 +41,7 @@ fn show(env: &TestEnv, name: &str) -> Value {
         .json()
 }
 
-fn count(rows: &[hookfleet_core::model::DeliveryLog], status: DeliveryStatus) -> usize {
+fn count(rows: &[hookfleet_core::domain::DeliveryLog], status: DeliveryStatus) -> usize {
     rows.iter().filter(|r| r.status == status).count()
 }
 

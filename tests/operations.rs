@@ -255,7 +255,7 @@ fn the_grafana_dashboard_queries_only_metrics_the_processes_export() {
         }
     }
     assert!(queried.len() >= 8, "{queried:?}");
-    let exported = hookfleet_core::observe::METRIC_NAMES;
+    let exported = hookfleet_core::runtime::observe::METRIC_NAMES;
     for name in &queried {
         let base = ["_bucket", "_count", "_sum"]
             .iter()
@@ -351,7 +351,7 @@ async fn failed_attempts_are_logged_with_their_reason_but_a_dead_receiver_cannot
     until_blocking(PATIENCE, "every row Failed", || {
         env.rows()
             .iter()
-            .all(|r| r.status == hookfleet_core::model::DeliveryStatus::Failed)
+            .all(|r| r.status == hookfleet_core::domain::DeliveryStatus::Failed)
     });
     worker.stop();
     let elapsed = started.elapsed().as_secs_f64();
@@ -518,7 +518,7 @@ fn idle_sockets_on_the_metrics_port_are_closed_and_cannot_starve_it() {
     let addr = base.trim_start_matches("http://").to_string();
     // More idle sockets than the listener serves at once, none sending a
     // byte (a slow or hostile client).
-    let cap = hookfleet_core::observe::METRICS_LIMITS.max_connections;
+    let cap = hookfleet_core::runtime::observe::METRICS_LIMITS.max_connections;
     let mut idle: Vec<std::net::TcpStream> = (0..cap + 8)
         .map(|_| std::net::TcpStream::connect(&addr).expect("connect"))
         .collect();

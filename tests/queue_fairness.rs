@@ -28,6 +28,7 @@ async fn jobs_of_a_saturated_webhook_are_passed_over_kept_in_order_and_never_lef
     let processing = env.queue.keys().processing("default", "w");
     let (taken, skipped) = env
         .queue
+        .jobs()
         .take_fair("default", &processing, 10, 16, &[(10, 0)], false)
         .await
         .unwrap();
@@ -49,6 +50,7 @@ async fn a_webhook_with_some_free_slots_gets_that_many_of_its_jobs() {
     let processing = env.queue.keys().processing("default", "w");
     let (taken, _) = env
         .queue
+        .jobs()
         .take_fair("default", &processing, 10, 16, &[(10, 2)], false)
         .await
         .unwrap();
@@ -65,6 +67,7 @@ async fn when_nothing_can_be_taken_the_jobs_stay_unless_asked_to_rotate_past_the
     let processing = env.queue.keys().processing("default", "w");
     let (taken, skipped) = env
         .queue
+        .jobs()
         .take_fair("default", &processing, 4, 4, &[(10, 0)], false)
         .await
         .unwrap();
@@ -73,6 +76,7 @@ async fn when_nothing_can_be_taken_the_jobs_stay_unless_asked_to_rotate_past_the
     assert_eq!(queue(&env), vec![1, 2, 3, 4, 5, 6], "no churn");
     // Rotating brings the jobs beyond the window within reach.
     env.queue
+        .jobs()
         .take_fair("default", &processing, 4, 4, &[(10, 0)], true)
         .await
         .unwrap();

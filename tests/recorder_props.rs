@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{Outcome, OutcomeStatus, LEASE_MARGIN};
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::deliveries::{self, Verdict};
 use hookfleet_testkit::{sales_orders, spec, wait, TestEnv};
 use hookfleet_worker::record::{Finished, Recorder};
@@ -111,6 +111,7 @@ async fn run_case(env: &TestEnv, cases: Vec<Case>) {
     while raws.len() < ids.len() {
         let taken = env
             .queue
+            .jobs()
             .take("default", &processing, ids.len())
             .await
             .expect("take");

@@ -3,8 +3,8 @@
 //! fleet refuses the server and says why; with it (`SSL_CERT_FILE`, README
 //! "Redis over TLS") events go producer → Redis → worker → receiver.
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{spec, LocalRedis, Receiver, TestEnv};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

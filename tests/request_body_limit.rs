@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use hookfleet_core::model::{DeliveryStatus, FieldMapping, Structure};
-use hookfleet_core::render::MAX_BODY_BYTES;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::{DeliveryStatus, FieldMapping, Structure};
+use hookfleet_core::request::MAX_BODY_BYTES;
 use hookfleet_producer::Event;
 use hookfleet_testkit::{bin_path, run_within, spec, Receiver, TestEnv, ENTITY, NOWHERE};
 

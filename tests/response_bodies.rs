@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use hookfleet_core::attempt::RESPONSE_BODY_LIMIT;
-use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_producer::Event;
 use hookfleet_testkit::{spec, Receiver, Reply, TestEnv, ENTITY};
 

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::Secret;
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::sign::Secret;
 use hookfleet_core::store::deliveries;
 use hookfleet_producer::Event;
 use hookfleet_testkit::{
@@ -544,7 +544,7 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
             deliveries::replay_bulk(
                 c,
                 hook.id,
-                hookfleet_core::model::DeliveryStatus::Exhausted,
+                hookfleet_core::domain::DeliveryStatus::Exhausted,
                 since,
             )
         })

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_testkit::{blocking, delivery_ids, FleetProcess, Receiver, TestEnv, ENTITY, NOWHERE};
 
 /// The signing secret the tests look for in every output.

@@ -13,9 +13,9 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use hookfleet_core::at_rest::{self, Keyring};
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
+use hookfleet_core::domain::at_rest::{self, Keyring};
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{Received, Receiver, Reply, Run, TestEnv, ENTITY};
 
 /// Test keys (32 bytes each, base64).

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_producer::{EmitError, Event, Producer, ProducerConfig};
 use hookfleet_testkit::{blocking, spec, FleetProcess, Receiver, Reply, TestEnv, ENTITY};
 

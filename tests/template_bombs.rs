@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_testkit::{
     delivery_ids, run_within, IngestProcess, TempFile, TestEnv, ENTITY, NOWHERE,
 };

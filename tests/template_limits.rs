@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_template::{RANGE_LIMIT, TEMPLATE_FUEL};
 use hookfleet_testkit::{run_within, spec, TestEnv, ENTITY, NOWHERE};
 

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use hookfleet_core::error::RenderError;
-use hookfleet_core::render::{RenderJob as Job, Templates};
+use hookfleet_core::request::{RenderJob as Job, Templates};
 use hookfleet_template::sandbox;
 use hookfleet_template::Compiled;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_producer::Event;
 use hookfleet_testkit::{blocking, run_within, spec, FleetProcess, Receiver, TestEnv, ENTITY};
 

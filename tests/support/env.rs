@@ -10,13 +10,13 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double};
 
 use hookfleet_admin::preview::default_sample_doc;
-use hookfleet_core::model::{
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::{
     DeliveryAttempt, DeliveryLog, FieldMapping, Webhook, WebhookRow, WebhookSpec,
 };
 use hookfleet_core::queue::{Job, RedisQueue, RedisTarget};
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::{deliveries, webhooks, Store};
 use hookfleet_producer::{Producer, ProducerConfig};
 use hookfleet_sweeper::Sweeper;
@@ -209,7 +209,7 @@ impl TestEnv {
     }
 
     pub fn rows(&self) -> Vec<DeliveryLog> {
-        use hookfleet_core::schema::webhook_request_logs::dsl as l;
+        use hookfleet_core::store::schema::webhook_request_logs::dsl as l;
         self.store
             .run_sync(|c| {
                 Ok(l::webhook_request_logs

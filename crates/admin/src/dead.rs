@@ -5,21 +5,22 @@
 
 use serde::Serialize;
 
-use hookfleet_core::dead::{DeadLetter, DEAD_LETTER_LIMIT};
 use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::RedisQueue;
+use hookfleet_core::queue::{DeadLetter, DEAD_LETTER_LIMIT};
 
 use crate::error::OpsError;
 
 /// The newest `limit` dead letters, newest first.
 pub async fn list(queue: &RedisQueue, limit: isize) -> Result<Vec<DeadLetter>, QueueError> {
-    queue.dead_letters(limit).await
+    queue.dead().list(limit).await
 }
 
 /// The dead letter `id`.
 pub async fn show(queue: &RedisQueue, id: &str) -> Result<DeadLetter, OpsError> {
     queue
-        .dead_letter_by_id(id)
+        .dead()
+        .by_id(id)
         .await?
         .ok_or_else(|| OpsError::NoDeadLetter(id.to_string()))
 }
@@ -35,7 +36,8 @@ pub struct Requeued {
 /// `dead requeue ID`: the job goes back on its queue.
 pub async fn requeue(queue: &RedisQueue, id: &str) -> Result<Requeued, OpsError> {
     let d = queue
-        .requeue_dead(id)
+        .dead()
+        .requeue(id)
         .await?
         .ok_or_else(|| OpsError::NoDeadLetter(id.to_string()))?;
     Ok(Requeued {
@@ -52,8 +54,8 @@ pub async fn requeue(queue: &RedisQueue, id: &str) -> Result<Requeued, OpsError>
 /// went (one requeued or purged meanwhile by someone else is not counted).
 pub async fn requeue_all(queue: &RedisQueue) -> Result<usize, QueueError> {
     let mut n = 0;
-    for d in queue.dead_letters(DEAD_LETTER_LIMIT).await? {
-        if queue.requeue_dead(&d.id).await?.is_some() {
+    for d in queue.dead().list(DEAD_LETTER_LIMIT).await? {
+        if queue.dead().requeue(&d.id).await?.is_some() {
             n += 1;
         }
     }
@@ -62,7 +64,7 @@ pub async fn requeue_all(queue: &RedisQueue) -> Result<usize, QueueError> {
 
 /// `dead purge ID`: the dead letter is deleted.
 pub async fn purge(queue: &RedisQueue, id: &str) -> Result<(), OpsError> {
-    if queue.purge_dead(id).await? {
+    if queue.dead().purge(id).await? {
         Ok(())
     } else {
         Err(OpsError::NoDeadLetter(id.to_string()))
@@ -71,5 +73,5 @@ pub async fn purge(queue: &RedisQueue, id: &str) -> Result<(), OpsError> {
 
 /// `dead purge --all`: every dead letter deleted; how many were.
 pub async fn purge_all(queue: &RedisQueue) -> Result<i64, QueueError> {
-    queue.purge_all_dead().await
+    queue.dead().purge_all().await
 }

@@ -8,13 +8,13 @@ use serde_json::{Map, Value};
 
 use diesel::{Connection, PgConnection};
 
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::error::{Refusal, StoreError};
-use hookfleet_core::model::{
+use hookfleet_core::domain::parse_duration;
+use hookfleet_core::domain::Secret;
+use hookfleet_core::domain::{
     FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec,
 };
-use hookfleet_core::sign::Secret;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::error::{Refusal, StoreError};
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::webhooks::{self, SecretChange};
 use hookfleet_core::store::Store;
 
@@ -185,7 +185,7 @@ fn store_update(
     })
 }
 
-pub use hookfleet_core::model::HIDDEN;
+pub use hookfleet_core::domain::HIDDEN;
 
 /// The keys [`apply_json`] takes, in the order [`Field::JSON`] lists them.
 pub const JSON_KEYS: [&str; Field::JSON.len()] = {

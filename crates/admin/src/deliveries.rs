@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use hookfleet_core::domain::{DeliveryAttempt, DeliveryLog};
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::{DeliveryAttempt, DeliveryLog};
 use hookfleet_core::store::deliveries::{self, ListFilter};
 use hookfleet_core::store::Store;
 

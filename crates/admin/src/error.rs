@@ -6,9 +6,9 @@
 
 use std::fmt;
 
-use hookfleet_core::at_rest::SEALED_PREFIX;
+use hookfleet_core::domain::at_rest::SEALED_PREFIX;
+use hookfleet_core::domain::{DeliveryStatus, HIDDEN};
 use hookfleet_core::error::{QueueError, StoreError};
-use hookfleet_core::model::{DeliveryStatus, HIDDEN};
 use hookfleet_core::RenderError;
 
 use crate::limits::{

@@ -10,12 +10,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use hookfleet_core::error::StoreError;
-use hookfleet_core::model::{
+use hookfleet_core::domain::Secret;
+use hookfleet_core::domain::{
     FieldMapping, Header, Method, Structure, Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT,
 };
-use hookfleet_core::sign::Secret;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::error::StoreError;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::webhooks::{self, SecretChange, Upsert};
 use hookfleet_core::store::Store;
 

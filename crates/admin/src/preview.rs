@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use hookfleet_core::model::{display_header_value, parse_headers, Header, Webhook};
-use hookfleet_core::render::{
-    check_body_size, check_url, AllowedHosts, RenderJob, Renderer, RequestBuilder, Templates,
-};
-use hookfleet_core::sign::{
+use hookfleet_core::domain::{display_header_value, parse_headers, Header, Webhook};
+use hookfleet_core::domain::{
     HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::request::{
+    check_body_size, check_url, AllowedHosts, RenderJob, Renderer, RequestBuilder, Templates,
+};
 use hookfleet_core::store::Store;
 use hookfleet_core::RenderError;
 use hookfleet_template::Sandbox;

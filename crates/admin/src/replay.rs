@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::DeliveryStatus;
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::deliveries::{self, Replayed};
 use hookfleet_core::store::{webhooks, Store};
@@ -21,7 +21,7 @@ use crate::error::OpsError;
 /// are due, so the sweeper sends them).
 async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: Duration) -> String {
     let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-    match queue.enqueue(&items, ttl).await {
+    match queue.jobs().enqueue(&items, ttl).await {
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();
             if n == rows.len() {

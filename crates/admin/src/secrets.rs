@@ -2,7 +2,7 @@
 //! sealed again with the current key (`HOOKFLEET_SECRET_KEY`), opened with
 //! it or an old one; run after changing keys, then the old ones may go.
 
-use hookfleet_core::at_rest;
+use hookfleet_core::domain::at_rest;
 use hookfleet_core::store::webhooks::{self, Reencrypted};
 use hookfleet_core::store::Store;
 

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hookfleet_core::domain::Webhook;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::Webhook;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, MinuteCount};
 use hookfleet_core::store::health::{self, Health};
@@ -45,7 +45,7 @@ pub async fn stats(store: &Store, queue: &RedisQueue) -> Result<StatsView, Store
         redis_error: None,
     };
     for q in &queues {
-        match queue.depth(q).await {
+        match queue.jobs().depth(q).await {
             Ok(n) => {
                 view.queues.insert(q.clone(), n);
             }
@@ -55,7 +55,7 @@ pub async fn stats(store: &Store, queue: &RedisQueue) -> Result<StatsView, Store
             }
         }
     }
-    match queue.dead_count().await {
+    match queue.dead().count().await {
         Ok(n) => view.dead_letters = Some(n),
         Err(e) => {
             view.redis_error.get_or_insert(e.to_string());

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use hookfleet_core::at_rest::SEALED_PREFIX;
-use hookfleet_core::model::{Structure, Webhook, WebhookSpec};
-use hookfleet_core::render::{check_url, parse_host_entry};
-use hookfleet_core::sign::{
+use hookfleet_core::domain::at_rest::SEALED_PREFIX;
+use hookfleet_core::domain::{
     check_secret, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::{Structure, Webhook, WebhookSpec};
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::request::{check_url, parse_host_entry};
 
 use crate::error::{Field, Rule, ValidationError};
 use crate::limits::{

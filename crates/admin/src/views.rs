@@ -6,8 +6,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use hookfleet_core::config::format_duration;
-use hookfleet_core::model::{
+use hookfleet_core::domain::format_duration;
+use hookfleet_core::domain::{
     display_header_value, DeliveryAttempt, DeliveryLog, DeliveryStatus, FieldMapping, Webhook,
 };
 use hookfleet_core::store::deliveries::held_until;

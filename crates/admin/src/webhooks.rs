@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use hookfleet_core::domain::Webhook;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::Webhook;
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::store::deliveries::{self, DueRow};
 use hookfleet_core::store::health::Health;
@@ -174,7 +174,7 @@ async fn resume_now(
             return;
         }
         let items: Vec<Enqueue> = rows.iter().map(Into::into).collect();
-        match queue.enqueue(&items, ttl).await {
+        match queue.jobs().enqueue(&items, ttl).await {
             Ok(pushed) => done.enqueued += pushed.iter().filter(|p| **p).count(),
             Err(e) => {
                 done.note = Some(format!(

@@ -7,14 +7,14 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use hookfleet_bench::{sample_order, webhook};
-use hookfleet_core::model::Structure;
-use hookfleet_core::queue::Job;
-use hookfleet_core::render::{RequestBuilder, Templates};
-use hookfleet_core::schedule::{parse_retry_after, RetrySchedule};
-use hookfleet_core::sign::{
+use hookfleet_core::domain::Structure;
+use hookfleet_core::domain::{
     frappe_signature, signature_headers, standard_signature, Secret, SigningKeys,
 };
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::{parse_retry_after, RetrySchedule};
+use hookfleet_core::queue::Job;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::request::{RequestBuilder, Templates};
 use hookfleet_template::Compiled;
 
 fn signing(c: &mut Criterion) {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hookfleet_core::model::{FieldMapping, Structure, Webhook, WebhookSpec};
+use hookfleet_core::domain::{FieldMapping, Structure, Webhook, WebhookSpec};
 
 /// A Sales Order like the ones the fleet benchmarks send (a ~342-byte body).
 pub fn sample_order() -> serde_json::Value {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use hookfleet_admin::{dead, definitions, frappe_import, replay, webhooks};
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 
 use crate::auth::Actor;
 use crate::read;

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 
 use crate::auth::ApiActor;
 use crate::read::{page_limit, ListQuery};
@@ -199,7 +199,7 @@ async fn activity(
 }
 
 async fn workers(State(c): Shared, ApiActor(_): ApiActor) -> ApiResult {
-    to_json(&c.queue.workers().await?)
+    to_json(&c.queue.registry().workers().await?)
 }
 
 async fn webhook_list(State(c): Shared, ApiActor(actor): ApiActor) -> ApiResult {
@@ -415,7 +415,7 @@ async fn delivery_retry_bulk(
     let status: DeliveryStatus = status
         .parse()
         .map_err(|e| ApiError::bad_request(format!("status: {e}")))?;
-    let since = hookfleet_core::config::parse_time_or_ago(&since)
+    let since = hookfleet_core::domain::parse_time_or_ago(&since)
         .map_err(|e| ApiError::bad_request(format!("since: {e}")))?;
     act::retry_bulk(&c, actor, &webhook, status, since, b.dry_run)
         .await

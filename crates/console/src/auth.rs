@@ -11,7 +11,7 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use hookfleet_core::http::{bearer, same_secret};
+use hookfleet_core::runtime::http::{bearer, same_secret};
 
 use crate::ApiError;
 
@@ -87,7 +87,7 @@ impl Tokens {
         Tokens {
             full: full.map(|t| t.trim().to_string()),
             read: read.map(|t| t.trim().to_string()),
-            key: hookfleet_core::at_rest::random_bytes(),
+            key: hookfleet_core::domain::at_rest::random_bytes(),
         }
     }
 
@@ -139,7 +139,7 @@ impl Tokens {
     /// A session cookie's value for `role`, valid for [`SESSION_LIFE`].
     pub fn session_for(&self, role: Role) -> String {
         let expires = chrono::Utc::now().timestamp() + SESSION_LIFE.as_secs() as i64;
-        let nonce: [u8; 16] = hookfleet_core::at_rest::random_bytes();
+        let nonce: [u8; 16] = hookfleet_core::domain::at_rest::random_bytes();
         let body = format!(
             "{}.{expires}.{}",
             match role {
@@ -224,7 +224,8 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
         match tokens.actor_of(bearer(&parts.headers)) {
             Some(actor) => Ok(ApiActor(actor)),
             None => {
-                let client = hookfleet_core::http::client_of(&parts.extensions, &parts.headers);
+                let client =
+                    hookfleet_core::runtime::http::client_of(&parts.extensions, &parts.headers);
                 tracing::warn!(client, "console API refused: missing or wrong bearer token");
                 tokio::time::sleep(REFUSAL_DELAY).await;
                 Err(ApiError(

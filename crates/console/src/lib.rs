@@ -47,14 +47,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
-use hookfleet_core::http::{Exposure, ServeError, ServeLimits};
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::runtime::http::{Exposure, ServeError, ServeLimits};
 use hookfleet_core::store::Store;
 
 pub use api::{api_routes, OPENAPI};
 pub use auth::SESSION_LIFE;
-pub use hookfleet_core::http::MIN_TOKEN_LEN;
+pub use hookfleet_core::runtime::http::MIN_TOKEN_LEN;
 
 /// Connections served at once: people and scripts, not a fleet.
 pub const MAX_CONNECTIONS: usize = 128;
@@ -192,12 +192,13 @@ impl From<hookfleet_admin::OpsError> for ApiError {
 /// hookfleet process has them: the runtime ticks, Postgres and Redis
 /// answer).
 pub fn router(console: Arc<Console>) -> Router {
-    let probe = hookfleet_core::observe::Probe::new(console.store.clone(), console.queue.clone());
+    let probe =
+        hookfleet_core::runtime::observe::Probe::new(console.store.clone(), console.queue.clone());
     Router::new()
         .merge(api::router())
         .merge(pages::router())
         .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .merge(hookfleet_core::observe::probe_routes(probe, false).with_state(()))
+        .merge(hookfleet_core::runtime::observe::probe_routes(probe, false).with_state(()))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(console.clone(), guard))
         .layer(axum::middleware::from_fn(timed))
@@ -216,7 +217,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
 /// name documents. Adds the security headers every answer carries.
 async fn timed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
-    let client = hookfleet_core::http::client_of(request.extensions(), request.headers());
+    let client = hookfleet_core::runtime::http::client_of(request.extensions(), request.headers());
     let started = std::time::Instant::now();
     let mut response = match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(r) => r,
@@ -362,7 +363,7 @@ pub fn check_exposure(
             return Err(ServeError::SameTokens);
         }
     }
-    hookfleet_core::http::check_exposure(listen, &[token, read_token], EXPOSURE)
+    hookfleet_core::runtime::http::check_exposure(listen, &[token, read_token], EXPOSURE)
 }
 
 /// Serves until `shutdown` resolves. `on_listen` gets the address bound
@@ -373,7 +374,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     on_listen: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    let (listener, local) = hookfleet_core::http::bind(listen).await?;
+    let (listener, local) = hookfleet_core::runtime::http::bind(listen).await?;
     tracing::info!(
         addr = %local,
         full_token = console.tokens.has_full(),
@@ -387,6 +388,7 @@ pub async fn serve(
         header_read_timeout: HEADER_READ_TIMEOUT,
         shutdown_wait: SHUTDOWN_WAIT,
     };
-    hookfleet_core::http::serve(listener, router(Arc::new(console)), limits, shutdown).await;
+    hookfleet_core::runtime::http::serve(listener, router(Arc::new(console)), limits, shutdown)
+        .await;
     Ok(())
 }

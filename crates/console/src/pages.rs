@@ -418,7 +418,7 @@ async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response
         Ok(m) => m,
         Err(e) => return error_page(&page, e.into()),
     };
-    let (workers, workers_error) = match c.queue.workers().await {
+    let (workers, workers_error) = match c.queue.registry().workers().await {
         Ok(w) => (w, None),
         Err(e) => (Vec::new(), Some(format!("Redis did not answer: {e}"))),
     };
@@ -465,7 +465,7 @@ fn looks_like_event_id(text: &str) -> bool {
 /// Renders the rows of a delivery list (the table alone, for embedding).
 fn delivery_table(
     page: &Page,
-    rows: &[hookfleet_core::model::DeliveryLog],
+    rows: &[hookfleet_core::domain::DeliveryLog],
     next: Option<String>,
     heading: bool,
     f: &ListQuery,

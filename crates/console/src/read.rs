@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use hookfleet_admin::views::DeliveryView;
 use hookfleet_admin::{deliveries, webhooks};
-use hookfleet_core::model::{DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook};
+use hookfleet_core::domain::{DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook};
 use hookfleet_core::store::deliveries::ListFilter;
 
 use crate::auth::Actor;
@@ -105,7 +105,7 @@ impl ListQuery {
         let limit = page_limit(self.limit)?;
         let time = |name: &str, v: &Option<String>| {
             given(v)
-                .map(|t| hookfleet_core::config::parse_time_or_ago(&t))
+                .map(|t| hookfleet_core::domain::parse_time_or_ago(&t))
                 .transpose()
                 .map_err(|e| ApiError::bad_request(format!("{name}: {e}")))
         };

@@ -97,7 +97,7 @@ pub enum Refusal {
     #[error("a stored value of webhook {0:?} cannot be opened: {1}")]
     Unsealable(String, String),
     /// A pause reason that is empty, too long or not printable (the
-    /// limit is [`crate::model::MAX_PAUSE_REASON_CHARS`], carried here so
+    /// limit is `domain::MAX_PAUSE_REASON_CHARS`, carried here so
     /// that this module depends on no other).
     #[error("a pause reason is 1 to {max_chars} characters of printable text")]
     PauseReason { max_chars: usize },

@@ -1,59 +1,35 @@
 //! # hookfleet-core
 //!
-//! Everything the binaries share; they are thin wiring around it. The
-//! operator's actions over it (definitions, previews, replays, stats) are
-//! `hookfleet-admin`'s; the template language is `hookfleet-template`'s.
+//! The delivery engine the binaries share; they are thin wiring around it.
+//! The operator's actions over it (definitions, previews, replays, stats)
+//! are `hookfleet-admin`'s; the template language is `hookfleet-template`'s,
+//! reached through [`request::Renderer`].
 //!
 //! # Layout
-//! - [`model`]: webhooks, delivery rows, attempts, statuses.
-//! - [`render`]: a document in, the frozen request out: checks what the
-//!   templates rendered, builds field selections. Templates themselves are
-//!   rendered through its [`render::Renderer`] seam by `hookfleet-template`.
-//! - [`schedule`]: the retry schedule, the one place that knows retry delays.
-//! - [`sign`]: Frappe and Standard Webhooks signatures, afresh per attempt.
-//! - [`at_rest`]: signing secrets and header values sealed (AES-256-GCM) in
-//!   the database.
-//! - [`attempt`]: one attempt as data (claim, report, outcome) and how an
-//!   answer is judged.
-//! - [`deliver`]: one attempt on the wire (sign, send).
-//! - [`ssrf`]: the guard that keeps webhooks off internal addresses.
-//! - [`store`]: Postgres through diesel: the record of every delivery.
-//! - [`queue`]: Redis: jobs and in-flight keys.
-//! - [`redis_link`]: one Redis or a Redis Cluster, plain or TLS.
-//! - [`registry`]: worker heartbeats and the reaper that recovers a dead
-//!   worker's jobs.
-//! - [`dead`]: the dead-letter list.
-//! - [`fleet`]: per-webhook concurrency and rate limits across the fleet.
-//! - [`shutdown`]: the drain-then-stop signal every binary shares.
-//! - [`backoff`]: waits between reconnection attempts.
-//! - [`config`]: durations as people write them, shared defaults, URLs made
-//!   safe to print (the flags themselves are in `hookfleet-settings`).
+//! - [`domain`]: what hookfleet is about, as data and rules: a webhook and
+//!   its definition, a delivery and its attempts, an event and its
+//!   document, the retry schedule (the one place that knows retry delays),
+//!   signatures, credentials sealed at rest, durations as people write them.
+//! - [`request`]: a document in, the frozen request out (templates rendered
+//!   through the [`request::Renderer`] seam), and the SSRF guard that keeps
+//!   requests off internal addresses.
+//! - [`attempt`]: one attempt: the claim that allows it and opens its
+//!   credentials, the signed request on the wire, what the answer means.
+//! - [`store`]: Postgres through diesel, the record of every delivery: its
+//!   life step by step (emit, claim, record, due, replay, search), the
+//!   webhooks, their health, retention, the schema and its migrations.
+//! - [`queue`]: Redis, the work: jobs and in-flight keys, heartbeats and
+//!   the reaper, dead letters, fleet-wide limits, over one connection.
+//! - [`runtime`]: what a long-running process needs around its work: the
+//!   drain-then-stop signal, back-off, metrics and probes, HTTP listeners.
 //! - [`error`]: the error types callers match on.
-//! - [`http`]: what the ingest and the console share as HTTP listeners
-//!   (a bounded accept loop, bearer tokens, the loopback rule).
-//! - [`observe`]: the metrics, and the `/metrics`, `/livez` and `/readyz`
-//!   listener.
 
-pub mod at_rest;
 pub mod attempt;
-pub mod backoff;
-pub mod config;
-pub mod dead;
-pub mod deliver;
+pub mod domain;
 pub mod error;
-pub mod fleet;
-pub mod http;
-pub mod model;
-pub mod observe;
 pub mod queue;
-pub mod redis_link;
-pub mod registry;
-pub mod render;
-pub mod schedule;
-pub mod schema;
-pub mod shutdown;
-pub mod sign;
-pub mod ssrf;
+pub mod request;
+pub mod runtime;
 pub mod store;
 
 pub use error::{ConfigError, QueueError, RenderError, StoreError};

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use hookfleet_core::domain::Webhook;
 use hookfleet_core::error::StoreError;
-use hookfleet_core::model::Webhook;
-use hookfleet_core::render::RequestBuilder;
+use hookfleet_core::request::RequestBuilder;
 use hookfleet_core::store::{webhooks, Store};
 
 /// A webhook ready to build requests. A template that does not compile (one

@@ -22,27 +22,28 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use hookfleet_core::attempt::{self, Claim, ClaimSource, SealedCredentials, LEASE_MARGIN};
-use hookfleet_core::backoff::retry_until_stopped;
-use hookfleet_core::config::format_duration;
-use hookfleet_core::deliver;
-use hookfleet_core::error::{Refusal, RenderError, StoreError};
-use hookfleet_core::model::{
+use hookfleet_core::attempt::{
+    self, Claim, ClaimSource, Destination, SealedCredentials, LEASE_MARGIN,
+};
+use hookfleet_core::domain::format_duration;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::domain::{
     check_event_id, new_event_id, process_identity, DeliveryStatus, NewDelivery, Webhook,
 };
+use hookfleet_core::error::{Refusal, RenderError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::runtime::retry_until_stopped;
 use hookfleet_core::store::deliveries::{self, OutcomeWrite};
 use hookfleet_core::store::{health, Store};
 
 use crate::catalog::{Catalog, CatalogCache, Subscriber};
-use hookfleet_core::render::{Renderer, RequestBuilder};
+use hookfleet_core::request::{Renderer, RequestBuilder};
 
 /// The event that is delivered synchronously, once, and never deferred.
 pub const WORKFLOW_TRANSITION: &str = "workflow_transition";
 
-pub use hookfleet_core::model::MAX_DOCUMENT_BYTES;
+pub use hookfleet_core::domain::MAX_DOCUMENT_BYTES;
 
 /// The longest entity type, event or document name accepted: Frappe's names
 /// are at most 140 characters; 1 KiB leaves room for any encoding of them.
@@ -414,7 +415,7 @@ fn plan(
 
 impl Producer {
     pub fn new(store: Store, queue: RedisQueue, config: ProducerConfig) -> Producer {
-        let http = deliver::http_client(config.policy.clone());
+        let http = attempt::http_client(config.policy.clone());
         Producer {
             store,
             queue,
@@ -441,8 +442,8 @@ impl Producer {
     }
 
     /// What `/readyz` asks of this producer's Postgres and Redis.
-    pub fn probe(&self) -> hookfleet_core::observe::Probe {
-        hookfleet_core::observe::Probe::new(self.store.clone(), self.queue.clone())
+    pub fn probe(&self) -> hookfleet_core::runtime::observe::Probe {
+        hookfleet_core::runtime::observe::Probe::new(self.store.clone(), self.queue.clone())
     }
 
     pub fn store(&self) -> &Store {
@@ -465,7 +466,7 @@ impl Producer {
         let count = batch.events.len() as u64;
         let report = self.record_batch(batch).await;
         if report.is_ok() {
-            hookfleet_core::observe::metrics().events_emitted(self.source, count);
+            hookfleet_core::runtime::observe::metrics().events_emitted(self.source, count);
         }
         report
     }
@@ -574,7 +575,10 @@ impl Producer {
                     "it failed moments ago".into(),
                 ))
             } else {
-                self.queue.enqueue(&items, self.config.queue_grace).await
+                self.queue
+                    .jobs()
+                    .enqueue(&items, self.config.queue_grace)
+                    .await
             };
             match result {
                 Ok(flags) => {
@@ -693,8 +697,12 @@ impl Producer {
             event_id: row.event_id.clone(),
             webhook_name: row.webhook_name.clone(),
             webhook_id: row.webhook_id,
-            url: row.url.clone(),
-            url_refused: None,
+            destination: Destination {
+                stored: row.url.clone(),
+                webhook_url: &hook.request_url,
+                dynamic: hook.dynamic_url,
+                allowed_hosts: &hook.allowed_hosts,
+            },
             method: row.method.clone(),
             frozen_headers: &row.headers,
             body: row.body.clone(),
@@ -709,7 +717,7 @@ impl Producer {
                     .filter(|_| hook.rotating(now)),
             },
         });
-        let report = deliver::send(&self.http, &self.config.policy, &claim).await;
+        let report = attempt::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);
         let (status, error) = (outcome.status.into(), outcome.error.clone());
         let sample = row

@@ -9,7 +9,7 @@
 //! a non-empty token; a caller gets [`HEADER_READ_TIMEOUT`] to send its
 //! headers and [`BODY_READ_TIMEOUT`] its body; at most [`MAX_CONNECTIONS`]
 //! connections are served (more wait in the kernel's backlog), a quarter of
-//! them to any one client; a client that sends [`hookfleet_core::http::GUESS_BUDGET`] wrong tokens
+//! them to any one client; a client that sends [`hookfleet_core::runtime::http::GUESS_BUDGET`] wrong tokens
 //! in a minute is refused (429) for the rest of it; requests in
 //! progress share a memory budget ([`MEMORY_BUDGET_MIB`]), each reserving
 //! what it may need before its body is read; a body is counted (bytes, JSON
@@ -40,7 +40,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
-use hookfleet_core::http::{bearer, same_secret, Exposure, Guesses, Peer, ServeLimits};
+use hookfleet_core::runtime::http::{bearer, same_secret, Exposure, Guesses, Peer, ServeLimits};
 
 use crate::emit::{Batch, EmitError, Event, Producer, MAX_DOCUMENT_BYTES};
 
@@ -58,7 +58,7 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// largest batch on a slow link.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub use hookfleet_core::http::MIN_TOKEN_LEN;
+pub use hookfleet_core::runtime::http::MIN_TOKEN_LEN;
 
 /// How long a stopping ingest waits for requests in progress: longer than a
 /// body read and an emit take.
@@ -158,7 +158,7 @@ pub fn count_values(raw: &str) -> usize {
     values
 }
 
-pub use hookfleet_core::http::ServeError;
+pub use hookfleet_core::runtime::http::ServeError;
 
 /// What an open ingest lets anyone do, and the flag that closes it.
 const EXPOSURE: Exposure = Exposure {
@@ -454,19 +454,22 @@ pub fn router(producer: Arc<Producer>, token: Option<String>, limits: IngestLimi
         .route("/v1/events", post(one))
         .route("/v1/events/batch", post(many))
         // Behind the token: the metrics name the webhooks.
-        .route("/metrics", get(hookfleet_core::observe::metrics_text))
+        .route(
+            "/metrics",
+            get(hookfleet_core::runtime::observe::metrics_text),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             ingest.clone(),
             require_token,
         ))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ingest)
-        .merge(hookfleet_core::observe::probe_routes(probe, false))
+        .merge(hookfleet_core::runtime::observe::probe_routes(probe, false))
 }
 
 /// Checks the address and token before anything listens.
 pub fn check_exposure(listen: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
-    hookfleet_core::http::check_exposure(listen, &[token], EXPOSURE)
+    hookfleet_core::runtime::http::check_exposure(listen, &[token], EXPOSURE)
 }
 
 /// Serves until `shutdown` resolves, then lets requests in progress finish.
@@ -478,7 +481,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     check_exposure(listen, token.as_deref())?;
-    let (listener, local) = hookfleet_core::http::bind(listen).await?;
+    let (listener, local) = hookfleet_core::runtime::http::bind(listen).await?;
     tracing::info!(addr = %local, authenticated = token.is_some(), "ingest listening");
     let app = router(producer, token, limits);
     let serve_limits = ServeLimits {
@@ -487,6 +490,6 @@ pub async fn serve(
         header_read_timeout: limits.header_read_timeout,
         shutdown_wait: SHUTDOWN_WAIT,
     };
-    hookfleet_core::http::serve(listener, app, serve_limits, shutdown).await;
+    hookfleet_core::runtime::http::serve(listener, app, serve_limits, shutdown).await;
     Ok(())
 }

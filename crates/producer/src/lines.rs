@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::emit::{
     Batch, EmitError, EmitReport, Event, Producer, TransitionFailure, MAX_DOCUMENT_BYTES,
 };
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::DeliveryStatus;
 
 /// A line that was not emitted, and why.
 #[derive(Debug, Clone, Serialize)]

@@ -12,8 +12,8 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::domain::parse_duration;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
@@ -124,7 +124,7 @@ fn read_source(source: &str) -> anyhow::Result<Box<dyn BufRead>> {
 }
 
 fn read_document(source: &str) -> anyhow::Result<Value> {
-    hookfleet_core::model::read_document(read_source(source)?, source).map_err(anyhow::Error::msg)
+    hookfleet_core::domain::read_document(read_source(source)?, source).map_err(anyhow::Error::msg)
 }
 
 fn print_report(report: &EmitReport, as_json: bool) {
@@ -276,7 +276,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let producer = producer.for_ingest();
             metrics
                 .serve(
-                    hookfleet_core::observe::Role::Producer,
+                    hookfleet_core::runtime::observe::Role::Producer,
                     producer.store(),
                     producer.queue(),
                     INGEST_STALL_AFTER,
@@ -285,7 +285,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await?;
             tokio::spawn(async {
                 loop {
-                    hookfleet_core::observe::progress().tick();
+                    hookfleet_core::runtime::observe::progress().tick();
                     tokio::time::sleep(INGEST_TICK).await;
                 }
             });

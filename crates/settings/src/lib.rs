@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use clap::Args;
 
-use hookfleet_core::at_rest::{self, Keyring};
-use hookfleet_core::config::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
+use hookfleet_core::domain::at_rest::{self, Keyring};
+use hookfleet_core::domain::{parse_duration, DEFAULT_PREFIX, DEFAULT_QUEUE_GRACE};
+use hookfleet_core::domain::{RetrySchedule, DEFAULT_SCHEDULE};
 use hookfleet_core::error::{ConfigError, QueueError, StoreError};
 use hookfleet_core::queue::{RedisQueue, RedisTarget};
-use hookfleet_core::schedule::{RetrySchedule, DEFAULT_SCHEDULE};
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 /// Connection settings and delivery policy common to all binaries.
@@ -320,13 +320,13 @@ impl MetricsArgs {
     /// cannot be bound is an error (the process should not run blind).
     pub async fn serve(
         &self,
-        role: hookfleet_core::observe::Role,
+        role: hookfleet_core::runtime::observe::Role,
         store: &hookfleet_core::store::Store,
         queue: &hookfleet_core::queue::RedisQueue,
         stall_after: std::time::Duration,
-        shutdown: &hookfleet_core::shutdown::Shutdown,
+        shutdown: &hookfleet_core::runtime::Shutdown,
     ) -> Result<(), ConfigError> {
-        use hookfleet_core::observe;
+        use hookfleet_core::runtime::observe;
         observe::metrics().export(role);
         observe::progress().set_stall_after(stall_after);
         observe::progress().tick();

@@ -164,12 +164,12 @@ impl Sweeper {
             self.prune_from.lock().unwrap_or_else(|e| e.into_inner()).0 = pruned.stopped_after;
             r.pruned = pruned.rows;
             r.pruned_attempts = pruned.attempts;
-            hookfleet_core::observe::metrics()
+            hookfleet_core::runtime::observe::metrics()
                 .pruned
                 .inc_by(pruned.rows);
         }
         self.store.run(health::clean).await?;
-        let metrics = hookfleet_core::observe::metrics();
+        let metrics = hookfleet_core::runtime::observe::metrics();
         metrics
             .sweeper_tick
             .observe(started.elapsed().as_secs_f64());
@@ -222,7 +222,7 @@ impl Sweeper {
     /// Sets the gauges only the sweeper keeps: the due backlog and its
     /// oldest age, every queue's depth and the dead letters.
     pub async fn observe(&self) -> Result<(), SweepError> {
-        let metrics = hookfleet_core::observe::metrics();
+        let metrics = hookfleet_core::runtime::observe::metrics();
         let (due, oldest) = self.store.run(deliveries::backlog).await?;
         metrics.due_backlog.set(due);
         let age = oldest.map_or(0.0, |t| {
@@ -230,9 +230,9 @@ impl Sweeper {
         });
         metrics.oldest_due_age.set(age);
         for name in self.store.run(webhooks::queue_names).await? {
-            metrics.set_queue_depth(&name, self.queue.depth(&name).await?);
+            metrics.set_queue_depth(&name, self.queue.jobs().depth(&name).await?);
         }
-        metrics.dead_letters.set(self.queue.dead_count().await?);
+        metrics.dead_letters.set(self.queue.dead().count().await?);
         let paused = self.store.run(webhooks::paused_names).await?;
         metrics.webhooks_paused.set(paused.len() as i64);
         Ok(())
@@ -287,7 +287,7 @@ impl Sweeper {
             }
             let last = rows.last().map(|r| (r.next_retry, r.id));
             let items: Vec<Enqueue> = rows.iter().map(Enqueue::from).collect();
-            let flags = self.queue.enqueue(&items, self.key_ttl).await?;
+            let flags = self.queue.jobs().enqueue(&items, self.key_ttl).await?;
             report.due += rows.len();
             let pushed = flags.iter().filter(|f| **f).count();
             report.enqueued += pushed;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use hookfleet_core::backoff::Backoff;
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::domain::parse_duration;
+use hookfleet_core::runtime::Backoff;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_sweeper::{Sweeper, DEFAULT_BATCH_SIZE};
 
@@ -69,7 +69,7 @@ fn parse_retention(text: &str) -> Result<Duration, String> {
     if !d.is_zero() && d < min {
         return Err(format!(
             "must be 0 (keep everything) or at least {}",
-            hookfleet_core::config::format_duration(min)
+            hookfleet_core::domain::format_duration(min)
         ));
     }
     Ok(d)
@@ -121,7 +121,7 @@ async fn main() -> ExitCode {
     if let Err(e) = cli
         .metrics
         .serve(
-            hookfleet_core::observe::Role::Sweeper,
+            hookfleet_core::runtime::observe::Role::Sweeper,
             sweeper.store(),
             sweeper.queue(),
             stall_after,
@@ -141,7 +141,7 @@ async fn main() -> ExitCode {
                 shutdown.requested(1),
                 |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "tick failed; trying again"),
                 || async {
-                    hookfleet_core::observe::progress().tick();
+                    hookfleet_core::runtime::observe::progress().tick();
                     sweeper.tick_and_log(cli.tick_budget).await
                 },
             )

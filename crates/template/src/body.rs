@@ -224,7 +224,7 @@ fn as_string_content(value: &JinjaValue) -> Result<JinjaValue, minijinja::Error>
 mod tests {
     use serde_json::Value;
 
-    use hookfleet_core::render::Templates;
+    use hookfleet_core::request::Templates;
     use hookfleet_core::RenderError;
 
     use crate::jinja::Compiled;

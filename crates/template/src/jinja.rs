@@ -3,7 +3,7 @@
 //! the renderer process ([`crate::sandbox`]), where the operating system
 //! bounds its memory and the parent its time; what it produces (a verdict, a
 //! URL, a body) goes back to the parent, which checks it
-//! ([`hookfleet_core::render`]).
+//! ([`hookfleet_core::request`]).
 //!
 //! Templates see one variable, `doc` (the document as JSON). Inside that
 //! process every render is bounded as well: `TEMPLATE_FUEL` caps the
@@ -20,7 +20,7 @@ use minijinja::value::Value as JinjaValue;
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;
 
-use hookfleet_core::render::{
+use hookfleet_core::request::{
     Rendered, Templates, MAX_BODY_BYTES, MAX_TEMPLATE_BYTES, MAX_URL_BYTES,
 };
 use hookfleet_core::RenderError;

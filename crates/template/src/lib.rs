@@ -4,7 +4,7 @@
 //! dynamic URLs, Jinja conditions) and Frappe's Python conditions, with
 //! Frappe's `utils`, filters and Python methods, rendered in renderer
 //! processes the operating system bounds. Request building in
-//! `hookfleet-core` calls it through the [`hookfleet_core::render::Renderer`]
+//! `hookfleet-core` calls it through the [`hookfleet_core::request::Renderer`]
 //! seam ([`Sandbox`]); only the binaries that render (the producer, the CLI
 //! and its console) link it.
 //!
@@ -14,7 +14,7 @@
 //! # Layout
 //! - [`sandbox`]: the renderer processes templates run in, under limits of
 //!   time and memory the operating system enforces; [`Sandbox`], the
-//!   [`hookfleet_core::render::Renderer`] that uses them.
+//!   [`hookfleet_core::request::Renderer`] that uses them.
 //! - `confine`: what a renderer gives up before its first template (its
 //!   inherited descriptors, new privileges, every system call rendering
 //!   does not need).

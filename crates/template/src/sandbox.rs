@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use hookfleet_core::render::{RenderJob, Rendered, Renderer, Templates};
+use hookfleet_core::request::{RenderJob, Rendered, Renderer, Templates};
 use hookfleet_core::RenderError;
 
 use crate::jinja::{Compiled, CompiledCache};

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookfleet_core::schedule::RetrySchedule;
-use hookfleet_core::shutdown::Shutdown;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::RetrySchedule;
+use hookfleet_core::request::NetworkPolicy;
+use hookfleet_core::runtime::Shutdown;
 
 /// Jobs taken per pop at most: one claim statement covers them all.
 pub const DEFAULT_FETCH_BATCH: usize = 64;
@@ -76,7 +76,7 @@ impl WorkerConfig {
     /// A unique id for this process: host, pid and a random part, so a
     /// restarted worker never adopts a dead one's processing list by accident.
     pub fn new_worker_id() -> String {
-        let identity = hookfleet_core::model::process_identity("worker");
+        let identity = hookfleet_core::domain::process_identity("worker");
         let random = uuid::Uuid::now_v7().simple().to_string();
         format!(
             "{}:{}",

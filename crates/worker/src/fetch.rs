@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use hookfleet_core::backoff::retry_until_stopped;
-use hookfleet_core::queue::{Conn, RedisQueue};
+use hookfleet_core::queue::Conn;
+use hookfleet_core::runtime::retry_until_stopped;
 
 use crate::start::{Reservation, Starter};
 use crate::stats::Counters;
@@ -239,6 +239,7 @@ impl Fetcher {
             let Ok(jobs) = self
                 .starter
                 .queue
+                .registry()
                 .processing_jobs(&q, &self.starter.config.worker_id)
                 .await
             else {
@@ -254,7 +255,13 @@ impl Fetcher {
                 }
                 // Conditional: a job acked since the list was read is not
                 // pushed again.
-                match self.starter.queue.requeue(&processing, &q, raw).await {
+                match self
+                    .starter
+                    .queue
+                    .jobs()
+                    .requeue(&processing, &q, raw)
+                    .await
+                {
                     Ok(true) => returned += 1,
                     Ok(false) => {}
                     Err(_) => complete = false,
@@ -293,12 +300,13 @@ impl Fetcher {
             // Webhooks near their limit: take only what they can start now.
             let caps = self.starter.limits.caps(want);
             let taken = if caps.is_empty() {
-                self.starter.queue.take(q, &processing, want).await?
+                self.starter.queue.jobs().take(q, &processing, want).await?
             } else {
                 let rotate = self.saturated_rounds >= ROTATE_AFTER_ROUNDS;
                 let (taken, n) = self
                     .starter
                     .queue
+                    .jobs()
                     .take_fair(q, &processing, want, fair_window(want), &caps, rotate)
                     .await?;
                 skipped += n;
@@ -331,7 +339,9 @@ impl Fetcher {
         let conn = self.blocking.as_mut().expect("set above");
         // Not raced against shutdown: a pop abandoned half-way may still move
         // a job (PITFALLS 2), so it is always allowed to finish.
-        if let Some(raw) = RedisQueue::take_blocking(conn, &queue_key, &processing, block).await? {
+        if let Some(raw) =
+            hookfleet_core::queue::Jobs::take_blocking(conn, &queue_key, &processing, block).await?
+        {
             units.push((q, processing, raw));
         }
         Ok(units)

@@ -1,7 +1,7 @@
 //! The fleet-wide limits on the worker's side: before their rows are
 //! claimed, jobs of a webhook with a `max_concurrency` or a `rate_limit`
 //! take a lease and a rate token in Redis (one script call per webhook per
-//! batch, `hookfleet_core::fleet`). Jobs the fleet has no room for go back
+//! batch, `hookfleet_core::queue`). Jobs the fleet has no room for go back
 //! to the consuming end of their queue, in order, and their webhook counts
 //! as at its limit here until its next token is due or a lease comes back
 //! (`limits`), so its jobs stay on the queue meanwhile without holding a
@@ -56,7 +56,7 @@ impl FleetGate {
     /// Waits (at most `within`) until every lease dropped so far is given
     /// back: a worker that drained gives its last leases back before it
     /// exits, instead of leaving them to expire (the webhook's timeout plus
-    /// [`hookfleet_core::fleet::LEASE_MARGIN`], a long pause for a small
+    /// [`hookfleet_core::queue::LEASE_MARGIN`], a long pause for a small
     /// limit during a deploy).
     pub async fn flush(&self, within: Duration) {
         let (done, wait) = tokio::sync::oneshot::channel();
@@ -136,6 +136,7 @@ impl FleetGate {
         let stem = format!("{}:{call}", self.stem);
         let got = self
             .queue
+            .fleet()
             .admit(
                 webhook,
                 limit.max_concurrency,
@@ -169,7 +170,7 @@ async fn give_back(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<GiveBack>)
             }
         }
         for (webhook, leases) in by_webhook {
-            if let Err(e) = queue.give_back_leases(webhook, &leases).await {
+            if let Err(e) = queue.fleet().give_back_leases(webhook, &leases).await {
                 tracing::debug!(webhook, leases = leases.len(), error = %e,
                     "cannot give leases back; they expire by themselves");
             }

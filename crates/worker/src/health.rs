@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookfleet_core::error::StoreError;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::health::{self, Sample};
 use hookfleet_core::store::Store;
 
@@ -63,7 +63,7 @@ impl HealthBuffer {
         {
             Ok(paused) => {
                 for p in paused {
-                    hookfleet_core::observe::metrics()
+                    hookfleet_core::runtime::observe::metrics()
                         .webhooks_auto_paused
                         .inc();
                     tracing::warn!(webhook = %p.name, reason = %p.reason,

@@ -46,9 +46,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Semaphore};
 
-use hookfleet_core::deliver;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::Store;
 
 use crate::fetch::Fetcher;
@@ -113,6 +112,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     // Registered before the first pop, so a reaper can always find what this
     // worker holds should it die.
     if let Err(e) = queue
+        .registry()
         .heartbeat(&config.worker_id, &config.queues, config.heartbeat_ttl)
         .await
     {
@@ -137,7 +137,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
             config.slow_endpoint_concurrency,
         )),
         recorder: tx,
-        http: deliver::http_client(config.policy.clone()),
+        http: hookfleet_core::attempt::http_client(config.policy.clone()),
         claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
     });
     let fleet = starter.fleet.clone();
@@ -166,7 +166,11 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
             // What is left (not started, or cut short) goes back to the
             // queues; the rows' leases keep a cut-short attempt from being
             // sent twice before its lease ends.
-            match queue.return_all(&config.worker_id, &config.queues).await {
+            match queue
+                .registry()
+                .return_all(&config.worker_id, &config.queues)
+                .await
+            {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(returned = n, "put jobs back on their queues"),
                 Err(e) => {
@@ -174,7 +178,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
                 }
             }
             fleet.flush(FLEET_FLUSH_WAIT).await;
-            if let Err(e) = queue.deregister(&config.worker_id).await {
+            if let Err(e) = queue.registry().deregister(&config.worker_id).await {
                 tracing::warn!(error = %e, "cannot deregister; the reaper will clean up");
             }
         }

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use hookfleet_core::fleet::LEASE_MARGIN;
+use hookfleet_core::queue::LEASE_MARGIN;
 use hookfleet_core::store::{webhooks, Store};
 
 /// How often the worker asks whether webhook limits changed: a change takes

@@ -25,8 +25,9 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
     loop {
         // The loop runs whether or not Redis answers: /livez asks that it
         // runs, /readyz that Redis answers.
-        hookfleet_core::observe::progress().tick();
+        hookfleet_core::runtime::observe::progress().tick();
         match queue
+            .registry()
             .heartbeat(&config.worker_id, &config.queues, config.heartbeat_ttl)
             .await
         {
@@ -46,6 +47,7 @@ pub async fn run(queue: RedisQueue, config: Arc<WorkerConfig>) {
         if healthy && last_reap.elapsed() >= reap_every {
             last_reap = tokio::time::Instant::now();
             match queue
+                .registry()
                 .reap(&config.worker_id, config.max_recoveries, REAPER_LOCK)
                 .await
             {
@@ -72,14 +74,14 @@ pub const QUEUE_GAUGE_INTERVAL: Duration = Duration::from_secs(10);
 /// runs from a timer. A task of its own: a slow Redis delays the gauges,
 /// never the heartbeat.
 pub async fn observe_queues(queue: RedisQueue, config: Arc<WorkerConfig>) {
-    let metrics = hookfleet_core::observe::metrics();
+    let metrics = hookfleet_core::runtime::observe::metrics();
     loop {
         for name in &config.queues {
-            if let Ok(depth) = queue.depth(name).await {
+            if let Ok(depth) = queue.jobs().depth(name).await {
                 metrics.set_queue_depth(name, depth);
             }
         }
-        if let Ok(dead) = queue.dead_count().await {
+        if let Ok(dead) = queue.dead().count().await {
             metrics.dead_letters.set(dead);
         }
         tokio::time::sleep(QUEUE_GAUGE_INTERVAL).await;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::domain::parse_duration;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
@@ -136,7 +136,7 @@ async fn main() -> ExitCode {
     if let Err(e) = cli
         .metrics
         .serve(
-            hookfleet_core::observe::Role::Worker,
+            hookfleet_core::runtime::observe::Role::Worker,
             &store,
             &queue,
             stall_after,

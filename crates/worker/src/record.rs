@@ -26,10 +26,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{Outcome, OutcomeStatus};
-use hookfleet_core::backoff::retry_until_stopped;
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::retry_until_stopped;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_core::store::deliveries::{self, OutcomeWrite};
 use hookfleet_core::store::{health, Store};
 
@@ -256,7 +256,7 @@ impl Recorder {
     }
 
     fn count(&self, outcomes: &[Outcome], updated: &[i64], webhooks: &Webhooks) {
-        let metrics = hookfleet_core::observe::metrics();
+        let metrics = hookfleet_core::runtime::observe::metrics();
         let updated: std::collections::HashSet<i64> = updated.iter().copied().collect();
         for o in outcomes {
             if !updated.contains(&o.log_id) {
@@ -273,7 +273,7 @@ impl Recorder {
             Counters::add(counter, 1);
             let webhook = webhooks
                 .get(&o.log_id)
-                .map_or(hookfleet_core::observe::UNKNOWN_WEBHOOK, |w| &**w);
+                .map_or(hookfleet_core::runtime::observe::UNKNOWN_WEBHOOK, |w| &**w);
             metrics.delivery(webhook, outcome);
             if o.status != OutcomeStatus::Delivered {
                 FailureLog::get().log(o, webhook);

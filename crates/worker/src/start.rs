@@ -18,8 +18,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, Semaphore};
 
 use hookfleet_core::attempt::{self, Claim};
-use hookfleet_core::backoff::retry_until_stopped;
-use hookfleet_core::deliver;
+use hookfleet_core::runtime::retry_until_stopped;
+
 use hookfleet_core::error::StoreError;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::deliveries::{self, Verdict};
@@ -146,8 +146,10 @@ impl Starter {
                 Verdict::Send(claim) => self.start(job, claim),
                 Verdict::Exhausted(reason) => {
                     Counters::add(&self.counters.exhausted, 1);
-                    hookfleet_core::observe::metrics()
-                        .delivery(hookfleet_core::observe::UNKNOWN_WEBHOOK, "exhausted");
+                    hookfleet_core::runtime::observe::metrics().delivery(
+                        hookfleet_core::runtime::observe::UNKNOWN_WEBHOOK,
+                        "exhausted",
+                    );
                     tracing::info!(log_id = id, reason = %reason, "exhausted without sending");
                     done.push(job.into_unit());
                 }
@@ -387,7 +389,7 @@ impl Starter {
             attempt = claim.attempt, webhook = %claim.webhook_name);
         let delivery = async move {
             let (unit, slot) = job.send();
-            let metrics = hookfleet_core::observe::metrics();
+            let metrics = hookfleet_core::runtime::observe::metrics();
             let sent = std::time::Instant::now();
             let report = {
                 // The webhook's slot (and its fleet-wide lease) bounds
@@ -396,7 +398,7 @@ impl Starter {
                 // slot until the outcome is recorded.
                 let _slot = slot;
                 let _in_flight = metrics.in_flight_guard();
-                deliver::send(&http, &config.policy, &claim).await
+                attempt::send(&http, &config.policy, &claim).await
             };
             metrics.request_took(&claim.webhook_name, sent.elapsed());
             let outcome = attempt::judge(&claim, &report, &config.schedule, true);

@@ -25,11 +25,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use hookfleet_core::backoff::retry_until_stopped;
-use hookfleet_core::dead::DeadLetter;
 use hookfleet_core::error::QueueError;
+use hookfleet_core::queue::DeadLetter;
 use hookfleet_core::queue::{Ack, Job, JobError, RedisQueue, Release};
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::retry_until_stopped;
+use hookfleet_core::runtime::Shutdown;
 
 use crate::limits::{EndpointSlot, FleetLease};
 
@@ -109,7 +109,7 @@ impl TakenJob {
         let _ = retry_until_stopped(
             shutdown.requested(1),
             |e, wait| tracing::warn!(error = %e, retry_in = ?wait, "cannot dead-letter a job; retrying"),
-            || queue.dead_letter(&self.processing, &letter),
+            || queue.dead().file(&self.processing, &letter),
         )
         .await;
     }
@@ -185,7 +185,7 @@ impl UnitOfWork {
         let _ = retry_until_stopped(
             shutdown.requested(2),
             |e, wait| tracing::warn!(jobs = items.len(), error = %e, retry_in = ?wait, "cannot ack jobs; retrying"),
-            || queue.ack(&items),
+            || queue.jobs().ack(&items),
         )
         .await;
     }
@@ -196,6 +196,7 @@ impl UnitOfWork {
     pub async fn requeue(self, queue: &RedisQueue) -> Result<(), QueueError> {
         let t = &self.taken;
         queue
+            .jobs()
             .requeue(&t.processing, &t.queue, &t.raw)
             .await
             .map(|_| ())
@@ -208,6 +209,7 @@ impl UnitOfWork {
     pub async fn bounce(self, queue: &RedisQueue) -> Result<(), QueueError> {
         let t = &self.taken;
         queue
+            .jobs()
             .bounce(&t.processing, &t.queue, &t.raw)
             .await
             .map(|_| ())

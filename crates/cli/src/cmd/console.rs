@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use hookfleet_core::observe;
-use hookfleet_core::shutdown::Shutdown;
+use hookfleet_core::runtime::observe;
+use hookfleet_core::runtime::Shutdown;
 use hookfleet_settings::Settings;
 
 #[derive(Args)]

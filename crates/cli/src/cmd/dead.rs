@@ -6,7 +6,7 @@
 use clap::Subcommand;
 
 use hookfleet_admin::dead;
-use hookfleet_core::dead::DeadLetter;
+use hookfleet_core::queue::DeadLetter;
 use hookfleet_core::queue::RedisQueue;
 
 use crate::table;

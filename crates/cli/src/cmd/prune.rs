@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use hookfleet_admin::prune::{self, MAX_PRUNE_BATCH, MIN_RETENTION, PRUNE_BATCH};
-use hookfleet_core::config::{format_duration, parse_duration};
+use hookfleet_core::domain::{format_duration, parse_duration};
 use hookfleet_core::store::Store;
 
 #[derive(Args)]

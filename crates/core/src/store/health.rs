@@ -28,7 +28,7 @@ use crate::error::StoreError;
 /// Upper bounds (milliseconds) of the latency buckets: about 30% apart, so
 /// a percentile read from them is within about 15% of the true value; the
 /// last bucket holds everything above 60 s (the longest timeout).
-pub const LATENCY_BOUNDS_MS: &[i32] = &[
+pub(crate) const LATENCY_BOUNDS_MS: &[i32] = &[
     1, 2, 3, 5, 7, 10, 13, 16, 20, 25, 30, 40, 50, 65, 80, 100, 130, 160, 200, 250, 300, 400, 500,
     650, 800, 1000, 1300, 1600, 2000, 2500, 3000, 4000, 5000, 6500, 8000, 10000, 13000, 16000,
     20000, 25000, 30000, 40000, 50000, 60000,
@@ -36,11 +36,11 @@ pub const LATENCY_BOUNDS_MS: &[i32] = &[
 
 /// The window of `attempts_24h`, `success_rate_24h` and the percentiles:
 /// the current clock hour and the 23 before it.
-pub const WINDOW_HOURS: i32 = 24;
+pub(crate) const WINDOW_HOURS: i32 = 24;
 
 /// Hourly rows older than this are deleted by the sweeper (the window and
 /// an hour of slack for clocks).
-pub const HOURLY_KEPT: Duration = Duration::from_secs((WINDOW_HOURS as u64 + 1) * 3600);
+pub(crate) const HOURLY_KEPT: Duration = Duration::from_secs((WINDOW_HOURS as u64 + 1) * 3600);
 
 /// Auto-pause needs at least this many failed attempts in a row, however
 /// long they span: a webhook that was tried twice in five days is not
@@ -48,10 +48,10 @@ pub const HOURLY_KEPT: Duration = Duration::from_secs((WINDOW_HOURS as u64 + 1) 
 pub const AUTO_PAUSE_MIN_ATTEMPTS: i32 = 10;
 
 /// The longest `last_error` kept: enough to say what went wrong.
-pub const MAX_LAST_ERROR_CHARS: usize = 300;
+pub(crate) const MAX_LAST_ERROR_CHARS: usize = 300;
 
 /// The bucket of an attempt that took `ms`.
-pub fn latency_bucket(ms: i32) -> i16 {
+pub(crate) fn latency_bucket(ms: i32) -> i16 {
     LATENCY_BOUNDS_MS.partition_point(|&bound| bound < ms) as i16
 }
 
@@ -388,7 +388,10 @@ pub fn forget(conn: &mut PgConnection, webhook_id: i64) -> Result<(), StoreError
 /// Restarts the clock of a run of failures (at `webhook resume`): the
 /// auto-pause waits HOOKFLEET_AUTO_PAUSE_AFTER again before pausing a
 /// webhook an operator chose to resume; the count stays true.
-pub fn restart_failure_clock(conn: &mut PgConnection, webhook_id: i64) -> Result<(), StoreError> {
+pub(crate) fn restart_failure_clock(
+    conn: &mut PgConnection,
+    webhook_id: i64,
+) -> Result<(), StoreError> {
     diesel::sql_query(
         "UPDATE webhook_health SET failing_since = now()
          WHERE webhook_id = $1 AND failing_since IS NOT NULL",

@@ -12,6 +12,7 @@
 pub mod deliveries;
 pub mod health;
 pub mod retention;
+pub mod schema;
 pub mod webhooks;
 
 use std::time::Duration;
@@ -24,12 +25,12 @@ use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
 use crate::error::StoreError;
 
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
+pub(crate) const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
 
 /// How long a caller waits for a pooled connection (or a new one) before the
 /// database counts as unavailable: long enough for a busy pool to hand one
 /// back, short enough that a down database is reported within seconds.
-pub const POOL_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const POOL_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Arbitrary but fixed key of the advisory lock that serialises `migrate`
 /// across processes ("hookflt" in ASCII).

@@ -77,7 +77,7 @@ struct BatchRow {
 /// The delete checks each row again as it deletes it (`next_retry IS NULL`
 /// and `updated_at` on the row as it is then), so a row replayed while the
 /// batch runs is kept with its attempts.
-pub fn prune_batch(
+pub(crate) fn prune_batch(
     conn: &mut PgConnection,
     cut: DateTime<Utc>,
     after_id: i64,

@@ -7,16 +7,16 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::PgConnection;
 
-use crate::at_rest::{self, Purpose};
+use crate::domain::at_rest::{self, Purpose};
+use crate::domain::Secret;
+use crate::domain::{Webhook, WebhookRow, MAX_PAUSE_REASON_CHARS};
 use crate::error::{Refusal, StoreError};
-use crate::model::{Webhook, WebhookRow, MAX_PAUSE_REASON_CHARS};
-use crate::schema::{webhook_config_version, webhooks};
-use crate::sign::Secret;
+use crate::store::schema::{webhook_config_version, webhooks};
 
 /// How long a replaced secret keeps signing (as a second Standard Webhooks
 /// signature) so receivers can roll over without dropping requests: a day
 /// covers a deploy on the receiver's side.
-pub const SECRET_ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const SECRET_ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 fn not_found(name: &str) -> StoreError {
     StoreError::NotFound(format!("webhook {name:?}"))
@@ -248,7 +248,7 @@ pub fn reencrypt(conn: &mut PgConnection) -> Result<Reencrypted, StoreError> {
             let secret = reseal(&w.secret, Purpose::SigningSecret)?;
             let previous = reseal(&w.previous_secret, Purpose::SigningSecret)?;
             // Headers that do not parse (written by hand) are left as they are.
-            let mut headers = crate::model::parse_headers(&w.headers).ok();
+            let mut headers = crate::domain::parse_headers(&w.headers).ok();
             for h in headers.iter_mut().flatten() {
                 if h.key.eq_ignore_ascii_case("content-type") {
                     continue;

@@ -2,7 +2,21 @@
 //! expressions, each node knowing the height of the tree under it, so that no tree the
 //! emitter recurses over is higher than [`MAX_DEPTH`](super::MAX_DEPTH).
 
-use super::emit::chain_levels;
+/// An `and`/`or` chain is emitted flat in groups of at most this many operands, and longer
+/// chains as a tree of such groups: minijinja compiles a flat chain into a left-nested tree
+/// and recurses over it, so a 7,000-term `a or b or …` emitted flat overflows its stack.
+pub(super) const MAX_FLAT_CHAIN: usize = 8;
+
+/// Levels of brackets an `and`/`or` chain of `n` operands is emitted with.
+pub(super) fn chain_levels(n: usize) -> usize {
+    let mut levels = 1;
+    let mut capacity = MAX_FLAT_CHAIN;
+    while capacity < n {
+        capacity = capacity.saturating_mul(MAX_FLAT_CHAIN);
+        levels += 1;
+    }
+    levels
+}
 
 /// One node of the tree: what it is, and the height of the tree under it.
 #[derive(Debug)]

@@ -8,32 +8,17 @@
 
 use std::fmt::Write as _;
 
+use super::ast::MAX_FLAT_CHAIN;
 use super::ast::{Kind, Node};
 use super::ops;
 use super::refuse::skip_quoted;
 use super::NONE_TEST;
-
-/// An `and`/`or` chain is emitted flat in groups of at most this many operands, and longer
-/// chains as a tree of such groups: minijinja compiles a flat chain into a left-nested tree
-/// and recurses over it, so a 7,000-term `a or b or …` emitted flat overflows its stack.
-const MAX_FLAT_CHAIN: usize = 8;
 
 /// The deepest bracket nesting the emitted Jinja may have. minijinja 2.24's parser refuses
 /// expressions nested more than 150 levels and spends two per bracket (the bracket and the
 /// expression inside it); a few levels are kept in reserve. Only pathological conditions
 /// (e.g. `any()` nested thirty deep, which emits three brackets per level) come near it.
 pub(super) const MAX_JINJA_BRACKETS: usize = 72;
-
-/// Levels of brackets an `and`/`or` chain of `n` operands is emitted with.
-pub(super) fn chain_levels(n: usize) -> usize {
-    let mut levels = 1;
-    let mut capacity = MAX_FLAT_CHAIN;
-    while capacity < n {
-        capacity = capacity.saturating_mul(MAX_FLAT_CHAIN);
-        levels += 1;
-    }
-    levels
-}
 
 /// The deepest nesting of brackets in emitted Jinja (string literals skipped).
 pub(super) fn bracket_depth(jinja: &str) -> usize {

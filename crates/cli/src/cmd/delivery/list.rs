@@ -5,7 +5,7 @@ use clap::Args;
 
 use hookfleet_admin::deliveries;
 use hookfleet_admin::views::DeliveryView;
-use hookfleet_core::model::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::store::deliveries::ListFilter;
 use hookfleet_core::store::Store;
 

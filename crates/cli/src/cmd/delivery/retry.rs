@@ -7,8 +7,8 @@ use anyhow::bail;
 use clap::Args;
 
 use hookfleet_admin::replay;
-use hookfleet_core::config::parse_time_or_ago;
-use hookfleet_core::model::DeliveryStatus;
+use hookfleet_core::domain::parse_time_or_ago;
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::store::Store;
 

@@ -5,7 +5,7 @@ use clap::Args;
 
 use hookfleet_admin::deliveries;
 use hookfleet_admin::views::DeliveryView;
-use hookfleet_core::model::DeliveryAttempt;
+use hookfleet_core::domain::DeliveryAttempt;
 use hookfleet_core::store::Store;
 
 use crate::table;

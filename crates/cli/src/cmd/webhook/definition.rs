@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use hookfleet_admin::preview::default_sample_doc;
 use hookfleet_admin::validate::parse_rate_limit;
-use hookfleet_core::config::parse_duration;
-use hookfleet_core::model::{FieldMapping, Header, Method, Structure, WebhookSpec};
-use hookfleet_core::sign::Secret;
+use hookfleet_core::domain::parse_duration;
+use hookfleet_core::domain::Secret;
+use hookfleet_core::domain::{FieldMapping, Header, Method, Structure, WebhookSpec};
 
 /// The definition flags shared by add and update.
 #[derive(Args)]
@@ -204,7 +204,7 @@ impl Definition {
 /// not be sealed (no key is configured).
 pub fn warn_unsealed(spec: &WebhookSpec) {
     let credentials = spec.secret.is_some() || !spec.headers.is_empty();
-    if credentials && !hookfleet_core::at_rest::keyring().seals() {
+    if credentials && !hookfleet_core::domain::at_rest::keyring().seals() {
         eprintln!(
             "warning: no HOOKFLEET_SECRET_KEY: the secret and header values are stored unencrypted"
         );

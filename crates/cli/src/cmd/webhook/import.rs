@@ -9,7 +9,7 @@ use std::io::Read;
 use anyhow::Context;
 use clap::Args;
 use hookfleet_admin::frappe_import::{self, Outcome, MAX_IMPORT_BYTES};
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 use crate::table;

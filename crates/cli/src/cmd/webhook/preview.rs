@@ -6,8 +6,8 @@ use clap::Args;
 
 use hookfleet_admin::preview::{self, Preview};
 use hookfleet_admin::webhooks;
-use hookfleet_core::model::read_document;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::read_document;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 use crate::table;

@@ -4,8 +4,8 @@
 use clap::Args;
 
 use hookfleet_admin::definitions;
-use hookfleet_core::model::WebhookSpec;
-use hookfleet_core::ssrf::NetworkPolicy;
+use hookfleet_core::domain::WebhookSpec;
+use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
 use super::definition::{warn_unsealed, Definition};

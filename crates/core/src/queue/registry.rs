@@ -16,18 +16,18 @@ use std::time::Duration;
 use chrono::Utc;
 use redis::{AsyncCommands, Script};
 
-use crate::dead::DeadLetter;
 use crate::error::QueueError;
-use crate::queue::RedisQueue;
+use crate::queue::dead::{DeadLetter, DeadLetters};
+use crate::queue::link::Redis;
 
 /// How long a recovery is remembered against a job: long enough to notice a
 /// job that kills one worker after another, short enough to forget a job that
 /// was merely unlucky once.
-pub const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const RECOVERY_MEMORY: Duration = Duration::from_secs(24 * 3600);
 
 /// Jobs one reaping script call moves: a dead worker's processing list holds
 /// at most its concurrency's worth, and a call stays well under a millisecond.
-pub const REAP_CHUNK: isize = 500;
+pub(crate) const REAP_CHUNK: isize = 500;
 
 /// Moves jobs (ARGV[4..], oldest first) of a dead worker's processing list
 /// (KEYS[1]) back to the consuming end of its queue (KEYS[2]), counting each
@@ -39,48 +39,18 @@ pub const REAP_CHUNK: isize = 500;
 /// twice but never loses it. A job no longer in the list is passed over.
 /// ARGV[2]: the dead worker's id; ARGV[3]: how long a recovery is
 /// remembered (seconds). Returns {requeued, {job, holders as JSON, ...}}.
-const REAP_LUA: &str = r"
-local requeued, dead = 0, {}
-for i = 4, #ARGV do
-  local job = ARGV[i]
-  local rkey = KEYS[i - 1]
-  if redis.call('LPOS', KEYS[1], job) then
-    redis.call('RPUSH', rkey, ARGV[2])
-    redis.call('EXPIRE', rkey, ARGV[3])
-    if redis.call('LLEN', rkey) > tonumber(ARGV[1]) then
-      dead[#dead + 1] = job
-      dead[#dead + 1] = cjson.encode(redis.call('LRANGE', rkey, 0, -1))
-    else
-      redis.call('LREM', KEYS[1], -1, job)
-      redis.call('RPUSH', KEYS[2], job)
-      requeued = requeued + 1
-    end
-  end
-end
-return {requeued, dead}
-";
+const REAP_LUA: &str = include_str!("lua/reap.lua");
 
 /// Removes a dead-lettered job (ARGV[1]) from a dead worker's processing
 /// list (KEYS[1]) and forgets its recoveries (KEYS[2]).
-const FORGET_LUA: &str = r"
-redis.call('LREM', KEYS[1], -1, ARGV[1])
-redis.call('DEL', KEYS[2])
-return 0
-";
+const FORGET_LUA: &str = include_str!("lua/forget.lua");
 
 /// Moves every job of a live worker's own processing list (KEYS[1]) back to
 /// its queue (KEYS[2]): what a draining worker did not finish.
-const RETURN_LUA: &str = r"
-local n = 0
-while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do n = n + 1 end
-return n
-";
+const RETURN_LUA: &str = include_str!("lua/return.lua");
 
 /// Deletes KEYS[1] only if it holds ARGV[1] (compare-and-delete).
-const RELEASE_IF_OWNED_LUA: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-";
+const RELEASE_IF_OWNED_LUA: &str = include_str!("lua/release_if_owned.lua");
 
 /// What one reaping pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -90,9 +60,9 @@ pub struct Reaped {
     pub dead_lettered: usize,
 }
 
-/// The most workers [`RedisQueue::workers`] lists: a fleet larger than this
+/// The most workers [`Registry::workers`] lists: a fleet larger than this
 /// is read through the metrics, not one page.
-pub const MAX_LISTED_WORKERS: usize = 1_000;
+pub(crate) const MAX_LISTED_WORKERS: usize = 1_000;
 
 /// A registered worker as the console and the API show it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -106,7 +76,31 @@ pub struct WorkerInfo {
     pub holding: std::collections::BTreeMap<String, i64>,
 }
 
-impl RedisQueue {
+/// Worker liveness: registrations, heartbeats, and the reaper that returns
+/// a dead worker's jobs (filing the ones that kill their workers with the
+/// dead letters).
+#[derive(Clone)]
+pub struct Registry {
+    redis: Redis,
+    dead: DeadLetters,
+    reap: Script,
+    forget: Script,
+    return_all: Script,
+    release_if_owned: Script,
+}
+
+impl Registry {
+    pub(crate) fn new(redis: Redis, dead: DeadLetters) -> Registry {
+        Registry {
+            redis,
+            dead,
+            reap: Script::new(REAP_LUA),
+            forget: Script::new(FORGET_LUA),
+            return_all: Script::new(RETURN_LUA),
+            release_if_owned: Script::new(RELEASE_IF_OWNED_LUA),
+        }
+    }
+
     /// Registers (or re-registers after a Redis restart) a worker and renews
     /// its heartbeat for `ttl`. Two commands, since the keys live in
     /// different cluster slots: the heartbeat first, so a reaper never finds
@@ -117,14 +111,18 @@ impl RedisQueue {
         queues: &[String],
         ttl: Duration,
     ) -> Result<(), QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let value =
             serde_json::json!({ "queues": queues, "at": Utc::now().to_rfc3339() }).to_string();
         let _: () = conn
-            .set_ex(self.keys.heartbeat(worker), value, ttl.as_secs().max(1))
+            .set_ex(
+                self.redis.keys.heartbeat(worker),
+                value,
+                ttl.as_secs().max(1),
+            )
             .await?;
         let _: () = conn
-            .hset(self.keys.workers(), worker, queues.join(","))
+            .hset(self.redis.keys.workers(), worker, queues.join(","))
             .await?;
         Ok(())
     }
@@ -134,9 +132,9 @@ impl RedisQueue {
     /// yet) and the jobs each of their processing lists holds. At most
     /// [`MAX_LISTED_WORKERS`]; one round trip per worker.
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>, QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let all: std::collections::BTreeMap<String, String> =
-            conn.hgetall(self.keys.workers()).await?;
+            conn.hgetall(self.redis.keys.workers()).await?;
         let mut out = Vec::with_capacity(all.len().min(MAX_LISTED_WORKERS));
         for (id, queues) in all.into_iter().take(MAX_LISTED_WORKERS) {
             let queues: Vec<String> = queues
@@ -144,7 +142,7 @@ impl RedisQueue {
                 .filter(|q| !q.is_empty())
                 .map(str::to_string)
                 .collect();
-            let beat: Option<String> = conn.get(self.keys.heartbeat(&id)).await?;
+            let beat: Option<String> = conn.get(self.redis.keys.heartbeat(&id)).await?;
             let heartbeat_at = beat
                 .as_deref()
                 .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
@@ -153,7 +151,7 @@ impl RedisQueue {
                 .map(|t| t.with_timezone(&Utc));
             let mut holding = std::collections::BTreeMap::new();
             for q in &queues {
-                let n: i64 = conn.llen(self.keys.processing(q, &id)).await?;
+                let n: i64 = conn.llen(self.redis.keys.processing(q, &id)).await?;
                 holding.insert(q.clone(), n);
             }
             out.push(WorkerInfo {
@@ -169,21 +167,21 @@ impl RedisQueue {
 
     /// Removes a worker that stopped cleanly (its lists are empty by then).
     pub async fn deregister(&self, worker: &str) -> Result<(), QueueError> {
-        let mut conn = self.conn().await?;
-        let _: () = conn.hdel(self.keys.workers(), worker).await?;
-        let _: () = conn.del(self.keys.heartbeat(worker)).await?;
+        let mut conn = self.redis.conn().await?;
+        let _: () = conn.hdel(self.redis.keys.workers(), worker).await?;
+        let _: () = conn.del(self.redis.keys.heartbeat(worker)).await?;
         Ok(())
     }
 
     /// Puts everything left in `worker`'s processing lists back on the queues.
     pub async fn return_all(&self, worker: &str, queues: &[String]) -> Result<usize, QueueError> {
-        let script = Script::new(RETURN_LUA);
-        let mut conn = self.conn().await?;
+        let script = &self.return_all;
+        let mut conn = self.redis.conn().await?;
         let mut total = 0usize;
         for q in queues {
             let n: usize = script
-                .key(self.keys.processing(q, worker))
-                .key(self.keys.queue(q))
+                .key(self.redis.keys.processing(q, worker))
+                .key(self.redis.keys.queue(q))
                 .invoke_async(&mut conn)
                 .await?;
             total += n;
@@ -200,9 +198,9 @@ impl RedisQueue {
         max_recoveries: u32,
         lock_for: Duration,
     ) -> Result<Option<Reaped>, QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let locked: bool = redis::cmd("SET")
-            .arg(self.keys.reaper_lock())
+            .arg(self.redis.keys.reaper_lock())
             .arg(me)
             .arg("NX")
             .arg("PX")
@@ -213,20 +211,20 @@ impl RedisQueue {
         if !locked {
             return Ok(None);
         }
-        let registered: Vec<(String, String)> = conn.hgetall(self.keys.workers()).await?;
-        let script = Script::new(REAP_LUA);
+        let registered: Vec<(String, String)> = conn.hgetall(self.redis.keys.workers()).await?;
+        let script = &self.reap;
         let mut reaped = Reaped::default();
         for (worker, queues) in registered {
             if worker == me {
                 continue;
             }
-            let alive: bool = conn.exists(self.keys.heartbeat(&worker)).await?;
+            let alive: bool = conn.exists(self.redis.keys.heartbeat(&worker)).await?;
             if alive {
                 continue;
             }
             reaped.dead_workers += 1;
             for q in queues.split(',').filter(|q| !q.is_empty()) {
-                let processing = self.keys.processing(q, &worker);
+                let processing = self.redis.keys.processing(q, &worker);
                 loop {
                     // Oldest last in the list: read from its end, oldest first.
                     let mut jobs: Vec<String> = conn.lrange(&processing, -REAP_CHUNK, -1).await?;
@@ -237,12 +235,12 @@ impl RedisQueue {
                     let mut invocation = script.prepare_invoke();
                     invocation
                         .key(&processing)
-                        .key(self.keys.queue(q))
+                        .key(self.redis.keys.queue(q))
                         .arg(max_recoveries)
                         .arg(&worker)
                         .arg(RECOVERY_MEMORY.as_secs());
                     for job in &jobs {
-                        invocation.key(self.keys.recoveries(q, job)).arg(job);
+                        invocation.key(self.redis.keys.recoveries(q, job)).arg(job);
                     }
                     let (requeued, dead): (usize, Vec<String>) =
                         invocation.invoke_async(&mut conn).await?;
@@ -262,10 +260,11 @@ impl RedisQueue {
                             "reaper",
                         );
                         letter.died_holding = serde_json::from_str(holders).unwrap_or_default();
-                        self.file_dead(&mut conn, &letter).await?;
-                        let _: i64 = Script::new(FORGET_LUA)
+                        self.dead.file_entry(&mut conn, &letter).await?;
+                        let _: i64 = self
+                            .forget
                             .key(&processing)
-                            .key(self.keys.recoveries(q, job))
+                            .key(self.redis.keys.recoveries(q, job))
                             .arg(job)
                             .invoke_async(&mut conn)
                             .await?;
@@ -273,12 +272,13 @@ impl RedisQueue {
                     }
                 }
             }
-            let _: () = conn.hdel(self.keys.workers(), &worker).await?;
+            let _: () = conn.hdel(self.redis.keys.workers(), &worker).await?;
         }
         // Released only if still ours: a pass that outlived the lock must not
         // free the next reaper's.
-        let _: i64 = Script::new(RELEASE_IF_OWNED_LUA)
-            .key(self.keys.reaper_lock())
+        let _: i64 = self
+            .release_if_owned
+            .key(self.redis.keys.reaper_lock())
             .arg(me)
             .invoke_async(&mut conn)
             .await?;
@@ -291,9 +291,9 @@ impl RedisQueue {
         queue: &str,
         worker: &str,
     ) -> Result<Vec<String>, QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         Ok(conn
-            .lrange(self.keys.processing(queue, worker), 0, -1)
+            .lrange(self.redis.keys.processing(queue, worker), 0, -1)
             .await?)
     }
 }

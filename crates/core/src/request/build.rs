@@ -12,10 +12,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::domain::{FieldMapping, Header, Structure, Webhook};
 use crate::error::RenderError;
-use crate::model::{FieldMapping, Header, Structure, Webhook};
 
-use crate::ssrf::NetworkPolicy;
+use crate::request::NetworkPolicy;
 
 /// The largest request body hookfleet builds and stores (1 MiB, the common
 /// ceiling among webhook services): a receiver is not a file store.
@@ -240,14 +240,14 @@ pub fn parse_host_entry(entry: &str) -> Option<(String, Option<u16>)> {
 
 /// The scheme (`http` or `https`) a URL template writes literally, if it
 /// does.
-pub fn literal_scheme(template: &str) -> Option<String> {
+pub(crate) fn literal_scheme(template: &str) -> Option<String> {
     let scheme = template.trim().split_once("://")?.0.to_ascii_lowercase();
     matches!(scheme.as_str(), "http" | "https").then_some(scheme)
 }
 
 /// The host (and port, if written) of a URL template whose authority is
 /// written literally, or None when the template renders it.
-pub fn literal_host(template: &str) -> Option<String> {
+pub(crate) fn literal_host(template: &str) -> Option<String> {
     let rest = template.trim().split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.is_empty()

@@ -22,7 +22,7 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// The least a token's characters may say (their Shannon entropy times
 /// their count, in bits): a random token of 16 letters and digits says
 /// about 60; `aaaa…`, `abab…` or `0000000011111111` say 32 or less.
-pub const MIN_TOKEN_BITS: f64 = 48.0;
+pub(crate) const MIN_TOKEN_BITS: f64 = 48.0;
 
 /// Wrong tokens one client (an IPv4 address, an IPv6 /64) may send in a
 /// [`GUESS_WINDOW`]: a person mistyping or a client misconfigured sends a
@@ -31,12 +31,12 @@ pub const GUESS_BUDGET: u32 = 10;
 
 /// The window [`GUESS_BUDGET`] counts in; a client over it is refused
 /// (429) until its window ends, right token or not.
-pub const GUESS_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const GUESS_WINDOW: Duration = Duration::from_secs(60);
 
 /// Clients whose wrong tokens are counted at once: bounds the memory a
 /// crowd of addresses can make the listener spend (expired ones are
 /// dropped first; past it a newcomer is not counted).
-pub const MAX_GUESSERS: usize = 100_000;
+pub(crate) const MAX_GUESSERS: usize = 100_000;
 
 /// How a listener bounds its callers.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +108,7 @@ pub fn check_exposure(
 
 /// What a token's characters say, in bits: the Shannon entropy of their
 /// distribution times their count (see [`MIN_TOKEN_BITS`]).
-pub fn token_bits(token: &str) -> f64 {
+pub(crate) fn token_bits(token: &str) -> f64 {
     let mut counts: HashMap<char, usize> = HashMap::new();
     for c in token.chars() {
         *counts.entry(c).or_default() += 1;
@@ -126,7 +126,7 @@ pub fn token_bits(token: &str) -> f64 {
 
 /// The client a connection or a request counts against: its IPv4
 /// address, or the /64 of its IPv6 address (one host is handed a /64).
-pub fn client_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let s = v6.segments();

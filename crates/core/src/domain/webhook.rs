@@ -1,97 +1,19 @@
-//! The domain: webhooks (subscriptions), delivery logs (one row per event per
-//! webhook) and attempts, with the statuses and enums they use.
+//! A webhook: a subscription to one event of one entity type, with where
+//! its requests go, what they carry and how they are signed; its
+//! definition as written (`WebhookSpec`), as stored (`WebhookRow`) and as
+//! read back (`Webhook`).
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use diesel::deserialize::{self, FromSql, FromSqlRow};
-use diesel::expression::AsExpression;
-use diesel::pg::{Pg, PgValue};
 use diesel::prelude::*;
-use diesel::serialize::{self, IsNull, Output, ToSql};
 use serde::{Deserialize, Serialize};
 
-use crate::at_rest::{self, OpenError, Purpose};
-use crate::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs, webhooks};
-use crate::sign::{Secret, SigningKeys};
-
-/// Where a delivery stands. "next_retry is set ⇔ Queued or Failed" holds on
-/// every row (a CHECK constraint). Stored as the Postgres enum
-/// `delivery_status`, so no row can hold anything else.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, AsExpression, FromSqlRow,
-)]
-#[diesel(sql_type = sql_types::DeliveryStatus)]
-pub enum DeliveryStatus {
-    /// Recorded at emit; the first attempt is on a queue.
-    Queued,
-    /// The receiver answered 2xx.
-    Delivered,
-    /// A retry is scheduled (never "failed and forgotten").
-    Failed,
-    /// Terminal: no further attempt; the reason is on the row.
-    Exhausted,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 4] = [
-        DeliveryStatus::Queued,
-        DeliveryStatus::Delivered,
-        DeliveryStatus::Failed,
-        DeliveryStatus::Exhausted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Queued => "Queued",
-            DeliveryStatus::Delivered => "Delivered",
-            DeliveryStatus::Failed => "Failed",
-            DeliveryStatus::Exhausted => "Exhausted",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(self, DeliveryStatus::Delivered | DeliveryStatus::Exhausted)
-    }
-}
-
-impl ToSql<sql_types::DeliveryStatus, Pg> for DeliveryStatus {
-    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
-        use std::io::Write;
-        out.write_all(self.as_str().as_bytes())?;
-        Ok(IsNull::No)
-    }
-}
-
-impl FromSql<sql_types::DeliveryStatus, Pg> for DeliveryStatus {
-    fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
-        let label = std::str::from_utf8(value.as_bytes())?;
-        DeliveryStatus::ALL
-            .into_iter()
-            .find(|s| s.as_str() == label)
-            .ok_or_else(|| format!("unknown delivery status {label:?}").into())
-    }
-}
-
-impl fmt::Display for DeliveryStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for DeliveryStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DeliveryStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                format!("unknown status {s:?} (expected Queued, Delivered, Failed or Exhausted)")
-            })
-    }
-}
+use crate::domain::at_rest::{self, OpenError, Purpose};
+use crate::domain::signing::{Secret, SigningKeys};
+use crate::store::schema::webhooks;
 
 /// The HTTP methods a webhook may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,34 +105,6 @@ pub struct Header {
     pub value: String,
 }
 
-/// The largest document accepted: bodies are capped at 1 MiB, and a
-/// document is rarely more than a few times its body.
-pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
-
-/// Reads one document (a JSON object) from `reader`, at most
-/// [`MAX_DOCUMENT_BYTES`] of it: what `--doc FILE|-` takes. `source` names
-/// the reader in errors.
-pub fn read_document(
-    reader: impl std::io::Read,
-    source: &str,
-) -> Result<serde_json::Value, String> {
-    use std::io::Read;
-    let mut text = String::new();
-    reader
-        .take(MAX_DOCUMENT_BYTES as u64 + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {source}: {e}"))?;
-    if text.len() > MAX_DOCUMENT_BYTES {
-        return Err(format!("the document is over {MAX_DOCUMENT_BYTES} bytes"));
-    }
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{source} is not JSON: {e}"))?;
-    if !doc.is_object() {
-        return Err("the document is not a JSON object".into());
-    }
-    Ok(doc)
-}
-
 /// How every surface shows a header value it hides (see
 /// [`display_header_value`]); in a definition sent back it means "keep the
 /// stored value".
@@ -218,7 +112,7 @@ pub const HIDDEN: &str = "[hidden]";
 
 /// The longest reason a pause may give: a sentence or two for the next
 /// operator (list and show print it on one line).
-pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+pub(crate) const MAX_PAUSE_REASON_CHARS: usize = 500;
 
 /// How a static header value is shown: hidden, whatever its name (`X-Creds:
 /// hunter2` is as secret as `Authorization`), unless the operator asks to
@@ -289,7 +183,7 @@ impl Webhook {
     }
 
     /// The static headers, their values opened (they are stored sealed when
-    /// a key is configured, see [`crate::at_rest`]).
+    /// a key is configured, see [`crate::domain::at_rest`]).
     pub fn header_list(&self) -> Result<Vec<Header>, HeaderError> {
         let ring = at_rest::keyring();
         let stored = parse_headers(&self.headers).map_err(HeaderError::Malformed)?;
@@ -390,7 +284,7 @@ impl Webhook {
 
 /// Opens a webhook's stored signing secrets (current, and previous while a
 /// rotation is open).
-pub fn open_signing_keys(
+pub(crate) fn open_signing_keys(
     current: Option<&str>,
     previous: Option<&str>,
 ) -> Result<SigningKeys, OpenError> {
@@ -454,7 +348,7 @@ impl Webhook {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Retries after the first attempt unless a webhook says otherwise.
-pub const DEFAULT_MAX_RETRIES: i32 = 3;
+pub(crate) const DEFAULT_MAX_RETRIES: i32 = 3;
 
 /// A webhook definition as typed by an operator, before it is validated and
 /// stored (see `validate`).
@@ -513,7 +407,7 @@ impl WebhookSpec {
 }
 
 /// Column values for inserting or updating a webhook: the secret and header
-/// values sealed (see [`crate::at_rest`]). An update leaves the secret to
+/// values sealed (see [`crate::domain::at_rest`]). An update leaves the secret to
 /// [`crate::store::webhooks::update`]'s rotation rules.
 #[derive(Insertable, AsChangeset)]
 #[diesel(table_name = webhooks, treat_none_as_null = true)]
@@ -583,121 +477,8 @@ impl From<&WebhookSpec> for WebhookRow {
     }
 }
 
-/// A delivery record as stored.
-#[derive(Debug, Clone, Queryable, Selectable, Identifiable)]
-#[diesel(table_name = webhook_request_logs, check_for_backend(diesel::pg::Pg))]
-pub struct DeliveryLog {
-    pub id: i64,
-    pub event_id: String,
-    pub webhook_id: Option<i64>,
-    pub webhook_name: String,
-    pub entity_type: String,
-    pub entity_name: String,
-    pub event: String,
-    pub url: String,
-    pub method: String,
-    pub headers: serde_json::Value,
-    pub body: String,
-    pub queue: String,
-    pub status: DeliveryStatus,
-    pub attempts: i32,
-    pub max_attempts: i32,
-    pub next_retry: Option<DateTime<Utc>>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub response_code: Option<i32>,
-    /// The receiver's answer as it came (bytes: it may be binary), cut at
-    /// [`crate::attempt::RESPONSE_BODY_LIMIT`].
-    pub response_body: Option<Vec<u8>>,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The fencing token of the latest claim or replay.
-    pub claim_token: i64,
-}
-
-impl DeliveryLog {
-    /// The stored static headers; an error says the stored value is not a
-    /// header list (it never is unless written by hand).
-    pub fn header_list(&self) -> Result<Vec<Header>, String> {
-        parse_headers(&self.headers)
-    }
-
-    /// The response body as text for people: invalid UTF-8 shown as U+FFFD.
-    pub fn response_text(&self) -> Option<String> {
-        self.response_body
-            .as_deref()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    }
-}
-
 /// Reads a stored header list (`[{"key": …, "value": …}, …]`).
 pub fn parse_headers(value: &serde_json::Value) -> Result<Vec<Header>, String> {
     serde_json::from_value(value.clone())
         .map_err(|e| format!("the stored headers are not a list of key/value pairs: {e}"))
-}
-
-/// A row to insert at emit time.
-#[derive(Debug, Clone, Insertable)]
-#[diesel(table_name = webhook_request_logs)]
-pub struct NewDelivery {
-    pub event_id: String,
-    pub webhook_id: Option<i64>,
-    pub webhook_name: String,
-    pub entity_type: String,
-    pub entity_name: String,
-    pub event: String,
-    pub url: String,
-    pub method: String,
-    pub headers: serde_json::Value,
-    pub body: String,
-    pub queue: String,
-    pub status: DeliveryStatus,
-    pub attempts: i32,
-    pub max_attempts: i32,
-    pub next_retry: Option<DateTime<Utc>>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub error: Option<String>,
-    /// 1 for a row recorded already claimed (workflow_transition), else 0.
-    pub claim_token: i64,
-}
-
-/// A fresh event id, sent as `webhook-id`: `msg_` and a time-ordered UUID.
-pub fn new_event_id() -> String {
-    format!("msg_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// Checks an event id chosen by the caller (for idempotent emits).
-pub fn check_event_id(id: &str) -> Result<(), String> {
-    if id.is_empty() || id.len() > 128 {
-        return Err("an event id has 1 to 128 characters".into());
-    }
-    if !id.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(format!(
-            "event id {id:?} may only use printable ASCII without spaces"
-        ));
-    }
-    Ok(())
-}
-
-/// `role:host:pid`: who holds a key or wrote an attempt.
-pub fn process_identity(role: &str) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{role}:{host}:{}", std::process::id())
-}
-
-/// One attempt of a delivery.
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
-#[diesel(table_name = webhook_delivery_attempts, check_for_backend(diesel::pg::Pg))]
-pub struct DeliveryAttempt {
-    pub log_id: i64,
-    pub attempt: i32,
-    pub started_at: DateTime<Utc>,
-    pub duration_ms: i32,
-    pub response_code: Option<i32>,
-    pub error: Option<String>,
-    pub worker: String,
 }

@@ -19,7 +19,7 @@ pub const DEFAULT_QUEUE_GRACE: &str = "10m";
 /// The longest duration any setting takes (a year): a retry delay, a
 /// retention, a grace. Longer ones are typos, and no timestamp arithmetic
 /// near it can overflow.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
 /// Parses `500ms`, `5s`, `2m`, `1h`, `1d`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {

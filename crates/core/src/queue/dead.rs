@@ -10,7 +10,7 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 
 use crate::error::QueueError;
-use crate::queue::{Conn, RedisQueue};
+use crate::queue::link::{Conn, Redis};
 
 /// Entries kept: a flood of garbage jobs cannot grow Redis without bound.
 /// Older entries beyond this are trimmed (they name no row, or a row the
@@ -65,38 +65,44 @@ impl DeadLetter {
     }
 }
 
-impl RedisQueue {
+/// The dead-letter list.
+#[derive(Clone)]
+pub struct DeadLetters {
+    redis: Redis,
+}
+
+impl DeadLetters {
+    pub(crate) fn new(redis: Redis) -> DeadLetters {
+        DeadLetters { redis }
+    }
+
     /// Moves a job from a processing list to the dead-letter list. The two
     /// lists are in different cluster slots, so this is two steps, filing
     /// first: a crash between them leaves the job where it was (its worker's
     /// recovery files it again), never lost. A job the list no longer holds
     /// (a retry after a lost answer) is not filed twice.
-    pub async fn dead_letter(
-        &self,
-        processing: &str,
-        letter: &DeadLetter,
-    ) -> Result<(), QueueError> {
-        let mut conn = self.conn().await?;
-        let entry = self.file_dead(&mut conn, letter).await?;
+    pub async fn file(&self, processing: &str, letter: &DeadLetter) -> Result<(), QueueError> {
+        let mut conn = self.redis.conn().await?;
+        let entry = self.file_entry(&mut conn, letter).await?;
         let removed: i64 = conn.lrem(processing, 1, &letter.job).await?;
         if removed == 0 {
-            let _: i64 = conn.lrem(self.keys.dead(), 1, entry).await?;
+            let _: i64 = conn.lrem(self.redis.keys.dead(), 1, entry).await?;
         }
         Ok(())
     }
 
     /// Files one entry at the head of the dead-letter list, trimming it to
     /// [`DEAD_LETTER_LIMIT`] entries. Returns the entry's text.
-    pub(crate) async fn file_dead(
+    pub(crate) async fn file_entry(
         &self,
         conn: &mut Conn,
         letter: &DeadLetter,
     ) -> Result<String, QueueError> {
         let entry = letter.encode();
         redis::pipe()
-            .lpush(self.keys.dead(), &entry)
+            .lpush(self.redis.keys.dead(), &entry)
             .ignore()
-            .ltrim(self.keys.dead(), 0, DEAD_LETTER_LIMIT - 1)
+            .ltrim(self.redis.keys.dead(), 0, DEAD_LETTER_LIMIT - 1)
             .ignore()
             .query_async::<()>(conn)
             .await?;
@@ -104,35 +110,37 @@ impl RedisQueue {
     }
 
     /// Dead letters, newest first.
-    pub async fn dead_letters(&self, limit: isize) -> Result<Vec<DeadLetter>, QueueError> {
-        let mut conn = self.conn().await?;
-        let raw: Vec<String> = conn.lrange(self.keys.dead(), 0, limit.max(1) - 1).await?;
+    pub async fn list(&self, limit: isize) -> Result<Vec<DeadLetter>, QueueError> {
+        let mut conn = self.redis.conn().await?;
+        let raw: Vec<String> = conn
+            .lrange(self.redis.keys.dead(), 0, limit.max(1) - 1)
+            .await?;
         Ok(raw.iter().map(|r| DeadLetter::decode(r)).collect())
     }
 
-    pub async fn dead_count(&self) -> Result<i64, QueueError> {
-        let mut conn = self.conn().await?;
-        Ok(conn.llen(self.keys.dead()).await?)
+    pub async fn count(&self) -> Result<i64, QueueError> {
+        let mut conn = self.redis.conn().await?;
+        Ok(conn.llen(self.redis.keys.dead()).await?)
     }
 
     /// The entry with `id`, and its stored text.
-    async fn find_dead(&self, id: &str) -> Result<Option<(DeadLetter, String)>, QueueError> {
-        let mut conn = self.conn().await?;
-        let raw: Vec<String> = conn.lrange(self.keys.dead(), 0, -1).await?;
+    async fn find(&self, id: &str) -> Result<Option<(DeadLetter, String)>, QueueError> {
+        let mut conn = self.redis.conn().await?;
+        let raw: Vec<String> = conn.lrange(self.redis.keys.dead(), 0, -1).await?;
         Ok(raw
             .into_iter()
             .map(|r| (DeadLetter::decode(&r), r))
             .find(|(d, _)| d.id == id))
     }
 
-    pub async fn dead_letter_by_id(&self, id: &str) -> Result<Option<DeadLetter>, QueueError> {
-        Ok(self.find_dead(id).await?.map(|(d, _)| d))
+    pub async fn by_id(&self, id: &str) -> Result<Option<DeadLetter>, QueueError> {
+        Ok(self.find(id).await?.map(|(d, _)| d))
     }
 
     /// Puts a dead letter's job back on its queue and removes the entry.
     /// Returns the entry, or None if no entry has `id`.
-    pub async fn requeue_dead(&self, id: &str) -> Result<Option<DeadLetter>, QueueError> {
-        let Some((letter, raw)) = self.find_dead(id).await? else {
+    pub async fn requeue(&self, id: &str) -> Result<Option<DeadLetter>, QueueError> {
+        let Some((letter, raw)) = self.find(id).await? else {
             return Ok(None);
         };
         let queue = if letter.queue.is_empty() {
@@ -143,34 +151,38 @@ impl RedisQueue {
         // Pushed first, then the entry removed (two slots on a cluster): a
         // crash between them leaves the entry to requeue again, and the
         // row's claim keeps a second job from sending twice.
-        let mut conn = self.conn().await?;
-        let _: i64 = conn.rpush(self.keys.queue(queue), &letter.job).await?;
-        let removed: i64 = conn.lrem(self.keys.dead(), 1, &raw).await?;
+        let mut conn = self.redis.conn().await?;
+        let _: i64 = conn
+            .rpush(self.redis.keys.queue(queue), &letter.job)
+            .await?;
+        let removed: i64 = conn.lrem(self.redis.keys.dead(), 1, &raw).await?;
         if removed == 0 {
             // Purged meanwhile by someone else: take the job back off the queue.
-            let _: () = conn.lrem(self.keys.queue(queue), -1, &letter.job).await?;
+            let _: () = conn
+                .lrem(self.redis.keys.queue(queue), -1, &letter.job)
+                .await?;
             return Ok(None);
         }
         Ok(Some(letter))
     }
 
     /// Removes one dead letter; false if no entry has `id`.
-    pub async fn purge_dead(&self, id: &str) -> Result<bool, QueueError> {
-        let Some((_, raw)) = self.find_dead(id).await? else {
+    pub async fn purge(&self, id: &str) -> Result<bool, QueueError> {
+        let Some((_, raw)) = self.find(id).await? else {
             return Ok(false);
         };
-        let mut conn = self.conn().await?;
-        let removed: i64 = conn.lrem(self.keys.dead(), 1, raw).await?;
+        let mut conn = self.redis.conn().await?;
+        let removed: i64 = conn.lrem(self.redis.keys.dead(), 1, raw).await?;
         Ok(removed > 0)
     }
 
     /// Removes every dead letter; returns how many there were.
-    pub async fn purge_all_dead(&self) -> Result<i64, QueueError> {
-        let mut conn = self.conn().await?;
+    pub async fn purge_all(&self) -> Result<i64, QueueError> {
+        let mut conn = self.redis.conn().await?;
         let (n, _deleted): (i64, i64) = redis::pipe()
             .atomic()
-            .llen(self.keys.dead())
-            .del(self.keys.dead())
+            .llen(self.redis.keys.dead())
+            .del(self.redis.keys.dead())
             .query_async(&mut conn)
             .await?;
         Ok(n)

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::{format_duration, parse_duration};
+use crate::domain::{format_duration, parse_duration};
 use crate::error::ConfigError;
 
 /// The default schedule, as text so `--help` and the parser agree.

@@ -8,10 +8,10 @@ use std::future::Future;
 use std::time::Duration;
 
 /// First wait after a failure: quick enough to ride out a blip.
-pub const BACKOFF_START: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_START: Duration = Duration::from_millis(100);
 
 /// Longest wait: a restarted server is noticed within seconds.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Doubles from [`BACKOFF_START`] to [`BACKOFF_MAX`]; each wait is a random
 /// point in the upper half of its step ("equal jitter"), so waits still grow

@@ -6,7 +6,7 @@
 //! system store, or `SSL_CERT_FILE`; README "Redis over TLS").
 //!
 //! Every script and every pipeline hookfleet sends touches keys of one hash
-//! slot only (queue.rs says which), so the same code runs on both.
+//! slot only ([`crate::queue::Keys`] says which), so the same code runs on both.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use redis::{AsyncConnectionConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFutur
 use tokio::sync::OnceCell;
 
 use crate::error::QueueError;
+use crate::queue::keys::Keys;
 
 /// The answer time allowed to an ordinary Redis command. Redis answers in
 /// microseconds; a second means it is gone, and the caller should back off
@@ -31,7 +32,7 @@ pub const POOL_SIZE: usize = 8;
 
 /// Seed URLs `REDIS_URL` may list for a cluster: a handful is what clients
 /// need to find the rest (the cluster tells them its topology).
-pub const MAX_SEED_URLS: usize = 16;
+pub(crate) const MAX_SEED_URLS: usize = 16;
 
 /// Where Redis is: `REDIS_URL` (seed URLs, comma-separated, for a cluster)
 /// and `HOOKFLEET_REDIS_CLUSTER`.
@@ -267,5 +268,37 @@ mod tests {
             RedisTarget::parse("redis://:hunter2@a:1", false).unwrap()
         );
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}
+
+/// One way to Redis (a pool, or a cluster client) and one key scheme: what
+/// every concern of the queue shares.
+#[derive(Clone)]
+pub(crate) struct Redis {
+    link: Link,
+    pub(crate) keys: Keys,
+}
+
+impl Redis {
+    pub(crate) fn open(target: &RedisTarget, prefix: &str) -> Result<Redis, QueueError> {
+        Ok(Redis {
+            link: Link::open(target)?,
+            keys: Keys::new(prefix),
+        })
+    }
+
+    pub(crate) async fn conn(&self) -> Result<Conn, QueueError> {
+        self.link.get().await
+    }
+
+    /// A connection of its own for blocking pops (see [`Link::blocking`]).
+    pub(crate) async fn blocking(&self, block: Duration) -> Result<Conn, QueueError> {
+        self.link.blocking(block).await
+    }
+
+    /// Whether this is a Redis Cluster (no key of the pre-hash-tag form can
+    /// exist there: those versions never ran on one).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster { .. })
     }
 }

@@ -11,18 +11,18 @@ use chrono::Utc;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::attempt::{AttemptReport, Claim, RESPONSE_BODY_LIMIT};
-use crate::schedule::parse_retry_after;
-use crate::sign::signature_headers;
-use crate::ssrf::{GuardedResolver, NetworkPolicy};
+use crate::domain::parse_retry_after;
+use crate::domain::signature_headers;
+use crate::request::{GuardedResolver, NetworkPolicy};
 
 /// Ceiling on establishing a connection; the webhook's own timeout (at most
 /// 60 s) still bounds the whole request.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Idle keep-alive connections are dropped after this long: receivers commonly
 /// close theirs at 60-75 s, and reusing a connection the peer is closing fails
 /// the request.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// The HTTP client every attempt uses: pooled connections, no redirects (a
 /// 3xx is a failure, as in the Standard Webhooks spec), no proxy from the
@@ -45,7 +45,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     if e.is_timeout() {
         return format!(
             "timed out after {}",
-            crate::config::format_duration(timeout)
+            crate::domain::format_duration(timeout)
         );
     }
     let mut msg = if e.is_connect() {
@@ -187,7 +187,7 @@ pub async fn send(
         Ok(Err(e)) => failed(describe(&e, claim.timeout)),
         Err(_) => failed(format!(
             "timed out after {}",
-            crate::config::format_duration(claim.timeout)
+            crate::domain::format_duration(claim.timeout)
         )),
     }
 }

@@ -1,7 +1,7 @@
 //! Diesel's view of the tables created by `migrations/`.
 
 pub mod sql_types {
-    /// The Postgres enum `delivery_status` (see [`crate::model::DeliveryStatus`]).
+    /// The Postgres enum `delivery_status` (see [`crate::domain::DeliveryStatus`]).
     #[derive(diesel::sql_types::SqlType, diesel::query_builder::QueryId)]
     #[diesel(postgres_type(name = "delivery_status"))]
     pub struct DeliveryStatus;

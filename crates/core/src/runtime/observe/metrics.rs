@@ -1,31 +1,14 @@
-//! What an operator watches: the metrics every long-running process keeps
-//! (`/metrics`, Prometheus/OpenMetrics text by the official client), and its
-//! health (`/livez`: its loop makes progress; `/readyz`: Postgres and Redis
-//! answer), served on `--metrics-listen`.
-//!
-//! The metrics are one process-wide set ([`metrics`]), recorded whether or
-//! not anything scrapes them (a few atomic adds per delivery). Labels are
-//! bounded: webhook names past [`MAX_WEBHOOK_LABELS`] are counted under
-//! `other`, outcomes, sources and queues are few by construction.
-//!
-//! A label value is written escaped ([`label_value`]): the official client
-//! writes them raw, so a webhook named `Orders "EU"` would otherwise make
-//! the whole scrape unparseable (and a crafted name could forge samples).
-//! `/metrics` answers in the format the scraper asks for: OpenMetrics when
-//! its `Accept` names it (Prometheus does), else the classic text format
-//! (`text/plain; version=0.0.4`) that `promtool` and older parsers read.
+//! The metrics every long-running process keeps: one process-wide set
+//! ([`metrics`]), recorded whether or not anything scrapes it (a few atomic
+//! adds per delivery), exported in the OpenMetrics or the classic text
+//! format. Labels are bounded ([`MAX_WEBHOOK_LABELS`]) and escaped
+//! ([`label_value`]).
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -33,26 +16,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::http::ServeLimits;
-use crate::queue::RedisQueue;
-use crate::shutdown::Shutdown;
-use crate::store::Store;
-
 /// Distinct webhook label values kept; more are counted as `other`, so a
 /// fleet with thousands of webhooks cannot grow the exposition without
 /// bound (each webhook costs a counter set and a histogram).
-pub const MAX_WEBHOOK_LABELS: usize = 500;
+pub(crate) const MAX_WEBHOOK_LABELS: usize = 500;
 
 /// The label value of webhooks past [`MAX_WEBHOOK_LABELS`].
-pub const OTHER_WEBHOOK: &str = "other";
+pub(crate) const OTHER_WEBHOOK: &str = "other";
 
 /// The label value of a delivery Exhausted before any request, whose
 /// webhook the worker never learned (deleted or disabled meanwhile).
 pub const UNKNOWN_WEBHOOK: &str = "-";
-
-/// How long a readiness check waits for Postgres or Redis: a healthy one
-/// answers in milliseconds; a probe that hangs is worse than a 503.
-pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
@@ -333,7 +307,7 @@ impl Metrics {
 
 /// `value` as a label value of either text format: backslash, double quote
 /// and line feed escaped (`\\`, `\"`, `\n`), everything else as it is.
-pub fn label_value(value: &str) -> String {
+pub(crate) fn label_value(value: &str) -> String {
     if !value.contains(['\\', '"', '\n']) {
         return value.to_string();
     }
@@ -399,243 +373,6 @@ impl Drop for InFlightGuard {
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)
-}
-
-/// How long a loop may go without progress before `/livez` says so, unless
-/// the process sets its own ([`Progress::set_stall_after`]): three times
-/// the slowest loop's natural period is the usual choice.
-pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(60);
-
-/// When the process's main loop last made progress: `/livez` answers 503
-/// once it has not for longer than the process allows.
-#[derive(Debug)]
-pub struct Progress {
-    started: Instant,
-    /// Milliseconds from `started` to the last tick.
-    last: AtomicU64,
-    /// Milliseconds allowed between ticks.
-    stall_after: AtomicU64,
-}
-
-impl Progress {
-    /// A loop that must tick at least every `stall_after`.
-    pub fn new(stall_after: Duration) -> Progress {
-        Progress {
-            started: Instant::now(),
-            last: AtomicU64::new(0),
-            stall_after: AtomicU64::new(millis(stall_after)),
-        }
-    }
-
-    /// Sets how long the loop may go without a tick.
-    pub fn set_stall_after(&self, stall_after: Duration) {
-        self.stall_after
-            .store(millis(stall_after), Ordering::Relaxed);
-    }
-
-    /// The loop made progress.
-    pub fn tick(&self) {
-        self.last
-            .store(millis(self.started.elapsed()), Ordering::Relaxed);
-    }
-
-    /// How long since the last tick.
-    pub fn since_last(&self) -> Duration {
-        self.started
-            .elapsed()
-            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)))
-    }
-
-    /// Ok while the loop ticks often enough; else why not.
-    pub fn live(&self) -> Result<(), String> {
-        let since = self.since_last();
-        let allowed = Duration::from_millis(self.stall_after.load(Ordering::Relaxed));
-        if since > allowed {
-            return Err(format!(
-                "no progress for {}s (allowed {}s)",
-                since.as_secs(),
-                allowed.as_secs()
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The process's main loop's progress.
-pub fn progress() -> &'static Progress {
-    static PROGRESS: OnceLock<Progress> = OnceLock::new();
-    PROGRESS.get_or_init(|| Progress::new(DEFAULT_STALL_AFTER))
-}
-
-/// How long a readiness answer is reused: probes from several places (an
-/// orchestrator, a scraper, a load balancer) share one check, and a flood
-/// of requests during an outage costs one check a second, not a thread
-/// each.
-pub const READY_CACHE: Duration = Duration::from_secs(1);
-
-type ReadyAnswer = Option<(Instant, Result<(), String>)>;
-
-/// What `/livez` and `/readyz` ask.
-#[derive(Clone)]
-pub struct Probe {
-    store: Store,
-    queue: RedisQueue,
-    last: std::sync::Arc<tokio::sync::Mutex<ReadyAnswer>>,
-}
-
-impl Probe {
-    pub fn new(store: Store, queue: RedisQueue) -> Probe {
-        Probe {
-            store,
-            queue,
-            last: Default::default(),
-        }
-    }
-
-    /// Ok when Postgres and Redis both answer within
-    /// [`READY_CHECK_TIMEOUT`]; else every reason. One check at a time;
-    /// an answer younger than [`READY_CACHE`] is reused.
-    pub async fn ready(&self) -> Result<(), String> {
-        let mut last = self.last.lock().await;
-        if let Some((at, answer)) = &*last {
-            if at.elapsed() < READY_CACHE {
-                return answer.clone();
-            }
-        }
-        let answer = self.check().await;
-        *last = Some((Instant::now(), answer.clone()));
-        answer
-    }
-
-    async fn check(&self) -> Result<(), String> {
-        // The pool waits at most the check's time for a connection; the
-        // outer timeout also bounds a query on a connection that hangs.
-        let pg = tokio::time::timeout(
-            READY_CHECK_TIMEOUT,
-            self.store.ping(READY_CHECK_TIMEOUT.mul_f32(0.75)),
-        );
-        let redis = tokio::time::timeout(READY_CHECK_TIMEOUT, self.queue.ping());
-        let (pg, redis) = tokio::join!(pg, redis);
-        let mut reasons = Vec::new();
-        match pg {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => reasons.push(format!("postgres: {e}")),
-            Err(_) => reasons.push(format!(
-                "postgres: no answer within {}s",
-                READY_CHECK_TIMEOUT.as_secs()
-            )),
-        }
-        match redis {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => reasons.push(format!("redis: {e}")),
-            Err(_) => reasons.push(format!(
-                "redis: no answer within {}s",
-                READY_CHECK_TIMEOUT.as_secs()
-            )),
-        }
-        if reasons.is_empty() {
-            Ok(())
-        } else {
-            Err(reasons.join("; "))
-        }
-    }
-}
-
-fn answer(result: Result<(), String>) -> (StatusCode, String) {
-    match result {
-        Ok(()) => (StatusCode::OK, "ok\n".into()),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
-    }
-}
-
-async fn livez() -> impl IntoResponse {
-    answer(progress().live())
-}
-
-async fn readyz(State((probe, detailed)): State<(Probe, bool)>) -> impl IntoResponse {
-    let result = probe.ready().await;
-    // On a public listener the reason (hosts, ports) stays in the log.
-    if !detailed {
-        if let Err(reason) = &result {
-            tracing::warn!(reason = %reason, "not ready");
-            return answer(Err("not ready".into()));
-        }
-    }
-    answer(result)
-}
-
-/// The content type of the OpenMetrics text format.
-pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The content type of the classic Prometheus text format.
-pub const CLASSIC_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// `GET /metrics`: OpenMetrics when the scraper's `Accept` names it
-/// (Prometheus asks for it first), else the classic text format.
-pub async fn metrics_text(headers: axum::http::HeaderMap) -> impl IntoResponse {
-    let openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    if openmetrics {
-        (
-            [(header::CONTENT_TYPE, OPENMETRICS_TYPE)],
-            metrics().encode(),
-        )
-    } else {
-        (
-            [(header::CONTENT_TYPE, CLASSIC_TYPE)],
-            metrics().encode_classic(),
-        )
-    }
-}
-
-/// The probe routes (`/livez`, `/readyz`), for a listener of the caller's;
-/// `detailed`: whether a 503 says why (not on a public listener).
-pub fn probe_routes(probe: Probe, detailed: bool) -> Router {
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
-        .with_state((probe, detailed))
-}
-
-/// How the metrics listener bounds its callers, as the ingest and the
-/// console do theirs: a scraper, an orchestrator's probes and a person with
-/// curl need a handful of connections, and a caller that opens sockets and
-/// sends nothing must not hold one for longer than a scrape takes, nor take
-/// the process's file descriptors (which its deliveries need).
-pub const METRICS_LIMITS: ServeLimits = ServeLimits {
-    // A scraper, a kubelet's probes and a person need a few each; a burst
-    // of probes from one place (a load balancer's checks) a few dozen.
-    // Far below a process's descriptors, which its deliveries need.
-    max_connections: 64,
-    max_per_client: 32,
-    // A scraper sends its request at once; Prometheus's own scrape timeout
-    // defaults to 10 s.
-    header_read_timeout: Duration::from_secs(5),
-    // A scrape or a probe answers in milliseconds.
-    shutdown_wait: Duration::from_secs(2),
-};
-
-/// Serves `/metrics`, `/livez` and `/readyz` on `addr` until `shutdown`,
-/// within [`METRICS_LIMITS`]; fails only if the address cannot be bound.
-pub async fn serve(
-    addr: SocketAddr,
-    probe: Probe,
-    shutdown: Shutdown,
-) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let app = probe_routes(probe, true).route("/metrics", get(metrics_text));
-    tracing::info!(listen = %listener.local_addr()?, "serving /metrics, /livez and /readyz");
-    Ok(tokio::spawn(async move {
-        let stop = async move { shutdown.requested(2).await };
-        crate::http::serve(listener, app, METRICS_LIMITS, stop).await;
-    }))
 }
 
 #[cfg(test)]
@@ -727,16 +464,5 @@ mod tests {
             classic.contains(r#"hookfleet_deliveries_total{webhook="w",outcome="delivered"} 1"#),
             "{classic}"
         );
-    }
-
-    #[test]
-    fn a_loop_that_stops_ticking_is_not_live() {
-        let p = Progress::new(Duration::from_millis(50));
-        p.tick();
-        assert!(p.live().is_ok());
-        std::thread::sleep(Duration::from_millis(120));
-        assert!(p.live().unwrap_err().contains("no progress"));
-        p.tick();
-        assert!(p.live().is_ok());
     }
 }

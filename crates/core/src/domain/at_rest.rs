@@ -32,8 +32,8 @@ const VERSION: &str = "v1";
 
 /// The environment variables the keys are read from.
 pub const KEY_ENV: &str = "HOOKFLEET_SECRET_KEY";
-pub const KEY_FILE_ENV: &str = "HOOKFLEET_SECRET_KEY_FILE";
-pub const OLD_KEYS_ENV: &str = "HOOKFLEET_SECRET_KEY_OLD";
+pub(crate) const KEY_FILE_ENV: &str = "HOOKFLEET_SECRET_KEY_FILE";
+pub(crate) const OLD_KEYS_ENV: &str = "HOOKFLEET_SECRET_KEY_OLD";
 
 /// What a sealed value is, bound into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

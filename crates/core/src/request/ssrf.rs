@@ -16,7 +16,7 @@ use crate::error::ConfigError;
 
 /// Parses one network in CIDR notation (a bare address is its own /32 or
 /// /128); an IPv4-mapped IPv6 network is read as the IPv4 one.
-pub fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
+pub(crate) fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
     let text = text.trim();
     let bad = || {
         ConfigError(format!(
@@ -158,7 +158,7 @@ impl NetworkPolicy {
 /// a name that resolves only to refused addresses fails to connect with the
 /// reason.
 #[derive(Debug, Clone)]
-pub struct GuardedResolver {
+pub(crate) struct GuardedResolver {
     policy: Arc<NetworkPolicy>,
 }
 

@@ -19,7 +19,9 @@
 use std::time::Duration;
 
 use crate::error::QueueError;
-use crate::queue::RedisQueue;
+use redis::Script;
+
+use crate::queue::link::Redis;
 
 /// Added to a webhook's timeout for the life of a lease: covers the claim
 /// before the request and the time to give the lease back. A worker that
@@ -37,55 +39,12 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// carry the webhook's tag).
 /// Returns {granted, µs until the next token (0: not refused by the rate),
 /// full (1: refused by the leases), lease...}.
-pub(crate) const ADMIT_LUA: &str = r"
-local want = tonumber(ARGV[1])
-local n = want
-local wait = 0
-local interval = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if interval > 0 then
-  local tolerance = interval * tonumber(ARGV[3])
-  local tat = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if tat < now_us then tat = now_us end
-  local room = math.floor((now_us + tolerance - tat) / interval)
-  n = math.max(0, math.min(room, n))
-  if n > 0 then
-    tat = tat + n * interval
-    redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil((tat - now_us) / 1000) + 1)
-  end
-  if n < want then wait = math.max(1, tat + interval - tolerance - now_us) end
-end
-local out = {0, wait, 0}
-local limit = tonumber(ARGV[4])
-if limit > 0 and n > 0 then
-  local now = math.floor(now_us / 1000)
-  local life = tonumber(ARGV[6])
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  local free = limit - redis.call('ZCARD', KEYS[1])
-  local k = math.max(0, math.min(free, n))
-  if k < n then out[3] = 1 end
-  n = k
-  for i = 1, n do
-    local lease = ARGV[5] .. ':' .. i
-    redis.call('ZADD', KEYS[1], now + life, lease)
-    out[3 + i] = lease
-  end
-  if n > 0 then
-    -- The set lives as long as its longest lease (another worker's may
-    -- live longer than ours, if its webhook's timeout differs).
-    local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', KEYS[1], top[2])
-  end
-end
-out[1] = n
-return out
-";
+const ADMIT_LUA: &str = include_str!("lua/admit.lua");
 
 /// The burst a rate limit of `per_s` allows: a twentieth of a second's
 /// worth (at least one), so a receiver never sees more than about 5% over
 /// its rate in any second.
-pub fn burst_of(per_s: u32) -> u32 {
+pub(crate) fn burst_of(per_s: u32) -> u32 {
     (per_s / 20).max(1)
 }
 
@@ -102,7 +61,21 @@ pub struct Admission {
     pub full: bool,
 }
 
-impl RedisQueue {
+/// A webhook's limits across the fleet: its leases and its rate tokens.
+#[derive(Clone)]
+pub struct FleetLimits {
+    redis: Redis,
+    admit: Script,
+}
+
+impl FleetLimits {
+    pub(crate) fn new(redis: Redis) -> FleetLimits {
+        FleetLimits {
+            redis,
+            admit: Script::new(ADMIT_LUA),
+        }
+    }
+
     /// Admits up to `want` requests to `webhook` under a rate of `rate`
     /// per second and at most `max_concurrency` in flight (each lease
     /// living `life`; `stem` names them, unique per call: the worker's id
@@ -116,12 +89,12 @@ impl RedisQueue {
         stem: &str,
         life: Duration,
     ) -> Result<Admission, QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let interval = rate.map_or(0, |r| (1_000_000 / u64::from(r.max(1))).max(1));
         let out: Vec<redis::Value> = self
             .admit
-            .key(self.keys.leases(webhook))
-            .key(self.keys.rate(webhook))
+            .key(self.redis.keys.leases(webhook))
+            .key(self.redis.keys.rate(webhook))
             .arg(want)
             .arg(interval)
             .arg(rate.map_or(1, burst_of))
@@ -163,9 +136,9 @@ impl RedisQueue {
         if leases.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let _: i64 = redis::cmd("ZREM")
-            .arg(self.keys.leases(webhook))
+            .arg(self.redis.keys.leases(webhook))
             .arg(leases)
             .query_async(&mut conn)
             .await?;
@@ -174,11 +147,11 @@ impl RedisQueue {
 
     /// How many leases of `webhook` are held now (expired ones not counted).
     pub async fn leases_held(&self, webhook: i64) -> Result<u64, QueueError> {
-        let mut conn = self.conn().await?;
+        let mut conn = self.redis.conn().await?;
         let t: (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let now = t.0 * 1000 + t.1 / 1000;
         Ok(redis::cmd("ZCOUNT")
-            .arg(self.keys.leases(webhook))
+            .arg(self.redis.keys.leases(webhook))
             .arg(format!("({now}"))
             .arg("+inf")
             .query_async(&mut conn)
