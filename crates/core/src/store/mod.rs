@@ -32,6 +32,65 @@ pub(crate) const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migra
 /// back, short enough that a down database is reported within seconds.
 pub(crate) const POOL_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// libpq's settings for a network that fails, added to a `postgres://` URL
+/// that does not set them. Without them a connection cut off mid-statement
+/// waits as long as the kernel retransmits (about 15 minutes): a worker
+/// partitioned from Postgres would hold its jobs, silent, long after the
+/// partition healed. With them a write whose bytes go unacknowledged for
+/// 30 s fails (the worker logs it and retries), an idle wait for an answer
+/// finds a dead peer within a minute (keepalives after 30 s, every 10 s,
+/// three missed), and a connection attempt gives up after 10 s. All are
+/// the client's own settings: nothing reaches the server or a pooler.
+pub(crate) const NETWORK_DEFAULTS: &[(&str, &str)] = &[
+    ("connect_timeout", "10"),
+    ("tcp_user_timeout", "30000"),
+    ("keepalives", "1"),
+    ("keepalives_idle", "30"),
+    ("keepalives_interval", "10"),
+    ("keepalives_count", "3"),
+];
+
+/// `url` with [`NETWORK_DEFAULTS`] it does not set added (a key=value
+/// connection string is left as it is).
+pub(crate) fn with_network_defaults(url: &str) -> String {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return url.to_string();
+    }
+    let (base, fragment) = match url.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (url, None),
+    };
+    let query = base.split_once('?').map_or("", |(_, q)| q);
+    let set: Vec<&str> = query
+        .split('&')
+        .filter_map(|kv| kv.split('=').next())
+        .collect();
+    let mut out = base.to_string();
+    let mut separator = if base.contains('?') {
+        if base.ends_with('?') || base.ends_with('&') {
+            ""
+        } else {
+            "&"
+        }
+    } else {
+        "?"
+    };
+    for (key, value) in NETWORK_DEFAULTS {
+        if !set.contains(key) {
+            out.push_str(separator);
+            out.push_str(key);
+            out.push('=');
+            out.push_str(value);
+            separator = "&";
+        }
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
 /// Arbitrary but fixed key of the advisory lock that serialises `migrate`
 /// across processes ("hookflt" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x0068_6f6f_6b66_6c74;
@@ -120,7 +179,9 @@ impl Store {
     /// A pool of at most `max_connections`. Connections open lazily, so a
     /// process starts while the database is down and says so on first use.
     pub fn connect(database_url: &str, max_connections: u32) -> Result<Store, StoreError> {
-        let manager = Manager(ConnectionManager::<PgConnection>::new(database_url));
+        let manager = Manager(ConnectionManager::<PgConnection>::new(
+            with_network_defaults(database_url),
+        ));
         let last_error = LastError::default();
         let pool = Pool::builder()
             .max_size(max_connections.max(1))
@@ -149,7 +210,7 @@ impl Store {
                 ))
             )));
         }
-        if let Err(e) = PgConnection::establish(database_url) {
+        if let Err(e) = PgConnection::establish(&with_network_defaults(database_url)) {
             return Err(StoreError::Unavailable(without_password(
                 e.to_string().trim(),
                 database_url,
@@ -353,4 +414,30 @@ pub fn migrate(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
             .map(|applied| applied.iter().map(|m| m.to_string()).collect())
             .map_err(|e| StoreError::Migration(e.to_string()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_gets_the_network_defaults_it_does_not_set() {
+        assert_eq!(
+            with_network_defaults("postgres://u:p@db:5432/app"),
+            "postgres://u:p@db:5432/app?connect_timeout=10&tcp_user_timeout=30000&keepalives=1&keepalives_idle=30&keepalives_interval=10&keepalives_count=3"
+        );
+        let own =
+            with_network_defaults("postgresql://db/app?sslmode=require&tcp_user_timeout=5000");
+        assert!(
+            own.starts_with(
+                "postgresql://db/app?sslmode=require&tcp_user_timeout=5000&connect_timeout=10"
+            ),
+            "{own}"
+        );
+        assert_eq!(own.matches("tcp_user_timeout").count(), 1, "{own}");
+        assert_eq!(
+            with_network_defaults("host=db dbname=app"),
+            "host=db dbname=app"
+        );
+    }
 }
