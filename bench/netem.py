@@ -3,20 +3,27 @@
 
 Some kernels are built without sch_netem (and without loadable modules), so
 `tc qdisc add ... netem` cannot be used. This program gives the same faults
-through an NFQUEUE instead: iptables sends every IPv4 packet crossing one
-namespace's veth (both directions) to a queue; this program, running in that
-namespace, holds each packet for a random delay, drops a share of them at
-random, and drops every packet to or from a blocked port (a partition: the
-packets vanish on the wire, nobody is told). The kernel keeps the packets;
-only their verdicts come from here.
+through an NFQUEUE instead: iptables, in the namespace that holds the bridge
+(the "wire"), sends every IPv4 packet to or from one namespace's veth port
+to a queue; this program, running in the wire, holds each packet for a
+random delay, drops a share of them at random, and drops every packet to or
+from a blocked port (a partition: the packets vanish on the wire, nobody is
+told). The kernel keeps the packets; only their verdicts come from here.
+Packets are held in the wire, never in their sender's namespace: a packet
+held there would still count against its socket's send queue (TCP Small
+Queues), and a sender would slow down as on no real link. Crossing a veth
+into another namespace detaches a packet from its socket (netem orphans its
+packets for the same reason).
 
 What it does is read from a JSON control file, re-read when it changes:
 
     {"delay_ms": [25, 150], "loss": 0.05, "block": [6380, 5433]}
 
-- delay_ms: each packet waits a uniform random time in [lo, hi] ms, in each
-  direction. Packets of one TCP or UDP flow keep their order (a packet never
-  overtakes an earlier one of its flow), as on a real path.
+- delay_ms: how long a packet waits, in each direction: each direction's
+  delay is drawn afresh every 100 ms, uniformly in [lo, hi] (a path whose
+  delay wanders, rather than packets that overtake each other). Packets of
+  one TCP or UDP flow keep their order: when the delay drops, a packet still
+  leaves after the one before it, as from a queue draining.
 - loss: the chance that a packet is dropped (each packet on its own).
 - block: remote ports; every packet to one (outgoing) or from one (incoming)
   is dropped while it is listed.
@@ -24,7 +31,7 @@ What it does is read from a JSON control file, re-read when it changes:
 Counts (packets seen, delayed, lost, dropped by a partition, the most held at
 once) are written to --stats as JSON once a second and at exit.
 
-usage: netem.py --queue N --control FILE --stats FILE [--seed S]
+usage: netem.py --queue N --local-ip A --control FILE --stats FILE [--seed S]
 """
 import argparse
 import errno
@@ -51,7 +58,6 @@ NFQNL_COPY_PACKET = 2
 NFQA_CFG_F_FAIL_OPEN, NFQA_CFG_F_GSO = 1, 4
 NFQA_PACKET_HDR, NFQA_VERDICT_HDR, NFQA_PAYLOAD = 1, 2, 10
 NF_DROP, NF_ACCEPT = 0, 1
-NF_INET_PRE_ROUTING = 0  # incoming; POST_ROUTING (4) is outgoing
 COPY_RANGE = 64  # enough for an IPv4 header with options and the ports
 QUEUE_MAXLEN = 50_000
 
@@ -134,28 +140,32 @@ class Queue:
             self.sock.send(b"".join(msgs[i:i + 200]))
 
 
-def flow_of(hook, payload):
-    """(flow key, remote port) of an IPv4 packet; (None, None) otherwise."""
+def flow_of(local, payload):
+    """(flow key, remote port, outgoing?) of an IPv4 packet to or from
+    address `local` (4 bytes); (None, None, False) for anything else."""
     if len(payload) < 20 or payload[0] >> 4 != 4:
-        return None, None
+        return None, None, False
     ihl = (payload[0] & 15) * 4
     proto = payload[9]
     if proto in (6, 17) and len(payload) >= ihl + 4:
         sport, dport = struct.unpack_from("!HH", payload, ihl)
     else:
         sport = dport = 0
-    key = (hook, proto, payload[12:16], payload[16:20], sport, dport)
-    return key, (sport if hook == NF_INET_PRE_ROUTING else dport)
+    src, dst = payload[12:16], payload[16:20]
+    key = (proto, src, dst, sport, dport)
+    return key, (dport if src == local else sport), src == local
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queue", type=int, default=0)
+    ap.add_argument("--local-ip", required=True, help="the namespace's address: tells out from in")
     ap.add_argument("--control", required=True)
     ap.add_argument("--stats", required=True)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    local = socket.inet_aton(args.local_ip)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
@@ -164,6 +174,8 @@ def main():
     rule = {"delay_ms": [0, 0], "loss": 0.0, "block": []}
     control_mtime = None
     stats = {"seen": 0, "delayed": 0, "lost": 0, "partitioned": 0, "max_held": 0}
+    current = {True: 0.0, False: 0.0}  # the delay now, outgoing and incoming (seconds)
+    next_draw = 0.0
     held = []  # heap of (due, seq, packet id)
     last_due = {}  # flow -> due of its latest packet (keeps a flow in order)
     seq = 0
@@ -199,9 +211,13 @@ def main():
         block = set(rule["block"])
         out = []
         now = time.monotonic()
+        if now >= next_draw:
+            next_draw = now + 0.1
+            for way in current:
+                current[way] = rng.uniform(lo, hi) / 1000
         for pid, hook, payload in q.packets():
             stats["seen"] += 1
-            flow, remote = flow_of(hook, payload)
+            flow, remote, outgoing = flow_of(local, payload)
             if remote is not None and remote in block:
                 stats["partitioned"] += 1
                 out.append((pid, NF_DROP))
@@ -211,7 +227,7 @@ def main():
             elif hi <= 0:
                 out.append((pid, NF_ACCEPT))
             else:
-                due = now + rng.uniform(lo, hi) / 1000
+                due = now + current[outgoing]
                 if flow is not None:
                     due = max(due, last_due.get(flow, 0.0))
                     last_due[flow] = due

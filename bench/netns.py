@@ -1,22 +1,26 @@
 """Network namespaces for the network chaos run (needs root).
 
-One bridge on the host with the .1 address of a private /24 (the run's Redis,
-Postgres and receiver listen there), and one namespace per process group
-(each worker, the producer), joined to the bridge by a veth pair: the
-namespace's end is `eth0` with its own address on the /24 and a default
-route through the host's. Every packet between a namespace and the services
-therefore crosses two real interfaces and the bridge.
+A private /24 (the first free one in 10.231.0.0/16): the host holds its .1,
+on an interface `hfc<pid>h`, where the run's Redis, Postgres and receiver
+listen. Each process group (each worker, the producer) gets a namespace of
+its own, `hfc<pid>-<name>`, with `eth0`, an address on the /24 and a default
+route through the .1. Between them is one more namespace, the wire
+(`hfc<pid>-wire`), holding a bridge: the host's interface and every
+namespace's `eth0` are each one end of a veth pair whose other end is a port
+of that bridge. Every packet between a worker or the producer and the
+services therefore crosses two veth pairs and the bridge.
 
 Faults are set per namespace by `set(name, delay_ms=(lo, hi), loss=p,
-block=[ports])`: a netem in user space (bench/netem.py, on an NFQUEUE that
-iptables feeds with every IPv4 packet in and out of the namespace's veth)
-holds, drops, or partitions the packets. The kernel this was written on has
-no sch_netem, so `tc netem` is not used; everything else is the kernel's.
+block=[ports])`: in the wire, iptables (through the bridge's netfilter
+hooks) hands every IPv4 packet to or from a namespace's port to a netem in
+user space (bench/netem.py), which holds, drops, or partitions it. The
+kernel this was written on has no sch_netem, so `tc netem` is not used.
 
 Everything made here is named `hfc<pid>…` (the pid of the run), so
 `cleanup_stale()` can remove what a run killed with SIGKILL left behind, and
-`down()` removes it all: the netem processes, the namespaces (their veth ends,
-rules and queues go with them) and the bridge.
+`down()` removes it all: the netem processes and the namespaces (their veth
+pairs, the bridge, the rules and queues go with them; so does the host's
+interface, the other end of a veth in the wire).
 """
 import ipaddress
 import json
@@ -72,14 +76,16 @@ def kill_ns_processes(ns, grace=5.0):
 
 
 def remove_run(tag):
-    """Removes everything named after run `tag` (namespaces, bridge)."""
+    """Removes everything named after run `tag` (its namespaces, with the
+    processes in them, and the host's end of the wire)."""
     for ns in sh("ip", "netns", "list", check=False).split("\n"):
         name = ns.split(" ")[0]
         if name.startswith(tag + "-"):
             kill_ns_processes(name, grace=2.0)
             sh("ip", "netns", "del", name, check=False)
-    if os.path.exists(f"/sys/class/net/{tag}br"):
-        sh("ip", "link", "del", f"{tag}br", check=False)
+    for link in os.listdir("/sys/class/net"):
+        if link.startswith(tag):
+            sh("ip", "link", "del", link, check=False)
 
 
 def cleanup_stale():
@@ -104,7 +110,7 @@ def free_subnet():
 
 
 class Network:
-    """The bridge, one namespace per name, and a netem in each."""
+    """The wire, one namespace per name, and a netem for each."""
 
     def __init__(self, names, workdir, seed=1):
         self.tag = f"{PREFIX}{os.getpid()}"
@@ -115,6 +121,7 @@ class Network:
         hosts = list(self.subnet.hosts())
         self.host_ip = str(hosts[0])
         self.ip = {n: str(hosts[10 + i]) for i, n in enumerate(self.names)}
+        self.wire = f"{self.tag}-wire"
         self.netem = {}
         self.state = {}
 
@@ -128,29 +135,39 @@ class Network:
         return os.path.join(self.workdir, f"netem-{name}.stats")
 
     def up(self):
-        br = f"{self.tag}br"
-        sh("ip", "link", "add", br, "type", "bridge")
-        sh("ip", "addr", "add", f"{self.host_ip}/{self.subnet.prefixlen}", "dev", br)
-        sh("ip", "link", "set", br, "up")
+        wire, plen = self.wire, self.subnet.prefixlen
+        sh("ip", "netns", "add", wire)
+        sh("ip", "-n", wire, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", wire, "link", "set", "br0", "up")
+        # Bridged IPv4 packets pass the wire's iptables (as they would a
+        # router's), where each namespace's port is sent to its netem.
+        sh("ip", "netns", "exec", wire, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1")
+        host_end = f"{self.tag}h"
+        sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", "host", "netns", wire)
+        sh("ip", "addr", "add", f"{self.host_ip}/{plen}", "dev", host_end)
+        sh("ip", "link", "set", host_end, "up")
+        sh("ip", "-n", wire, "link", "set", "host", "master", "br0")
+        sh("ip", "-n", wire, "link", "set", "host", "up")
         for i, name in enumerate(self.names):
-            ns, host_end = self.ns(name), f"{self.tag}v{i}"
+            ns, port = self.ns(name), f"p{i}"
             sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            sh("ip", "link", "set", host_end, "master", br)
-            sh("ip", "link", "set", host_end, "up")
+            sh("ip", "-n", wire, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("ip", "-n", wire, "link", "set", port, "master", "br0")
+            sh("ip", "-n", wire, "link", "set", port, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", f"{self.ip[name]}/{self.subnet.prefixlen}", "dev", "eth0")
+            sh("ip", "-n", ns, "addr", "add", f"{self.ip[name]}/{plen}", "dev", "eth0")
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
             sh("ip", "-n", ns, "route", "add", "default", "via", self.host_ip)
-            # Every IPv4 packet through eth0, both ways, to the netem's queue;
-            # with no netem listening (before it starts, after it ends) they pass.
-            for chain, way in (("PREROUTING", "-i"), ("POSTROUTING", "-o")):
-                sh("ip", "netns", "exec", ns, "iptables-legacy", "-t", "mangle", "-A", chain, way, "eth0",
-                   "-j", "NFQUEUE", "--queue-num", "0", "--queue-bypass")
+            # Both ways through this port go to queue i; with no netem
+            # listening (before it starts, after it ends) they pass.
+            for way in ("--physdev-in", "--physdev-out"):
+                sh("ip", "netns", "exec", wire, "iptables-legacy", "-t", "mangle", "-A", "FORWARD",
+                   "-m", "physdev", way, port, "-j", "NFQUEUE", "--queue-num", str(i), "--queue-bypass")
             self.set(name)
             self.netem[name] = subprocess.Popen(
-                ["ip", "netns", "exec", ns, sys.executable, os.path.join(HERE, "netem.py"), "--queue", "0",
-                 "--control", self.control(name), "--stats", self.stats_file(name), "--seed", str(self.seed + i)],
+                ["ip", "netns", "exec", wire, sys.executable, os.path.join(HERE, "netem.py"),
+                 "--queue", str(i), "--local-ip", self.ip[name], "--control", self.control(name),
+                 "--stats", self.stats_file(name), "--seed", str(self.seed + i)],
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.workdir, f"netem-{name}.log"), "ab"))
         # The netems are bound once each has written its first counts.
         deadline = time.time() + 15
