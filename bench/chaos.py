@@ -296,12 +296,12 @@ def main():
     ap.add_argument("--duration", type=int, default=600, help="seconds of emitting under faults")
     ap.add_argument("--settle", type=int, default=600, help="at most this long for the last retries")
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=None, help="each worker's slots (32; 128 with --network)")
     ap.add_argument("--kill-every", type=float, default=4.0, help="mean seconds between worker kills")
     ap.add_argument("--fault-seconds", type=int, default=20)
     ap.add_argument("--schedule", default="1s,2s,4s,8s")
     ap.add_argument("--max-retries", type=int, default=20)
-    ap.add_argument("--grace", default="5s")
+    ap.add_argument("--grace", default=None, help="HOOKFLEET_QUEUE_GRACE (5s; 60s with --network)")
     ap.add_argument("--hostile", action="store_true",
                     help="the receiver answers 2xx with hostile bodies (NUL, invalid UTF-8, gzip, escapes, binary)")
     ap.add_argument("--receiver-ms", type=int, default=200,
@@ -312,7 +312,7 @@ def main():
                     help="with --network: milliseconds a round trip gains on every link, uniform LO-HI")
     ap.add_argument("--slow-endpoint-concurrency", type=int, default=None,
                     help="the workers' limit for a receiver answering slowly (default: the worker's own; "
-                         "16 with --network)")
+                         "half of --concurrency with --network)")
     ap.add_argument("--partition-seconds", type=int, default=30,
                     help="with --network: how long each partition or loss lasts (at most 6%% of --duration)")
     args = ap.parse_args()
@@ -322,12 +322,20 @@ def main():
         raise SystemExit("--network needs at least 2 workers")
     if args.network and args.partition_seconds < 1:
         raise SystemExit("--partition-seconds must be at least 1")
+    # Across the network a job holds its slot for a dozen round trips of
+    # 50-300 ms (take, claim, send, record, ack), so 32 slots deliver about 10
+    # events a second per worker; a round trip of up to 300 ms and lost
+    # packets make many requests take over a second, which marks the receiver
+    # slow and holds each worker to a sixteenth of its slots for it; and a
+    # backlog older than the grace is enqueued again every grace (5 s: twenty
+    # jobs a row after a minute and a half). With the loopback settings most
+    # events would be delivered after the faults, not under them.
+    if args.concurrency is None:
+        args.concurrency = 128 if args.network else 32
+    if args.grace is None:
+        args.grace = "60s" if args.network else "5s"
     if args.network and args.slow_endpoint_concurrency is None:
-        # A round trip of up to 300 ms and lost packets make many requests
-        # take over a second, which marks the receiver slow and holds each
-        # worker to a sixteenth of its slots for it: most events would then
-        # be delivered after the faults, not under them.
-        args.slow_endpoint_concurrency = 16
+        args.slow_endpoint_concurrency = args.concurrency // 2
     # Ctrl-C, a TERM or a closed terminal end the run through the same
     # cleanup (INT even if it was ignored when the run was started; HUP
     # only if it was not: a run under nohup goes on).
@@ -350,9 +358,13 @@ def main():
                 + ", ".join(f"{n} at {net.ip[n]} ({net.ns(n)})" for n in net.names))
         also = [net.host_ip] if net else []
         # Chaos is about faults, not disk speed: no fsync (an immediate stop still
-        # keeps everything the OS has).
+        # keeps everything the OS has). Commits stay synchronous: with
+        # synchronous_commit=off the last commits are still in Postgres's WAL
+        # buffers when the crash fault stops it, and are lost; a claim lost
+        # that way lets its row be claimed again under the same token and
+        # sent twice with one attempt counted (seen in a network run).
         redis = Redis(workdir, also_listen=also)
-        pg = Postgres(workdir, "-c fsync=off -c synchronous_commit=off", also_listen=also,
+        pg = Postgres(workdir, "-c fsync=off", also_listen=also,
                       trust_network=str(net.subnet) if net else None)
         redis.start()
         pg.start()
@@ -457,56 +469,68 @@ def explain_duplicates(pg, rows, accepted):
         attempts.setdefault(event_id, []).append((int(attempt), int(code), lost == "1", float(started), worker))
     kinds = Counter()
     unexplained_ids = []
-    fenced_dups = []  # (event id, attempt, started, worker, stale) of the fenced 2xx charged with a duplicate
+    charged = []  # (event id, attempt, started, worker, kind) of the recorded attempts charged with a duplicate
     for event_id, (status, claims, _) in rows.items():
         mine = attempts.get(event_id, [])
         ok = [a for a in mine if 200 <= a[1] < 300]
         fenced = [a for a in ok if a[0] < claims]
         stale = [a for a in fenced if any(b[0] > a[0] and b[3] < a[3] for b in mine)]
+        late = [a for a in fenced if a not in stale]
         interrupted = max(0, claims - len(mine))
-        lost = sum(1 for a in mine if a[2])
+        lost = sorted((a for a in mine if a[2]), key=lambda a: a[3])
         kinds["interrupted_attempts"] += interrupted
         kinds["fenced_2xx"] += len(fenced)
         n = accepted.get(event_id, 0)
         if n < len(ok):
             kinds["recorded_2xx_not_answered"] += len(ok) - n
         first = 1 if (n and not ok) else 0  # the first 2xx, when no recorded 2xx is it
-        dup = max(0, n - 1)
-        budget = {"dup_fenced_stale": len(stale), "dup_fenced_late_record": len(fenced) - len(stale),
-                  "dup_interrupted": interrupted, "dup_lost_answer": lost}
-        for kind in ("dup_interrupted", "dup_lost_answer"):
-            take = min(first, budget[kind])
-            budget[kind] -= take
-            first -= take
+        if first and interrupted:
+            interrupted, first = interrupted - 1, 0
+        if first and lost:
+            lost, first = lost[1:], 0
         if first:
-            kinds["first_2xx_unexplained"] += first
+            kinds["first_2xx_unexplained"] += 1
             unexplained_ids.append(event_id)
-        for a in (stale + [f for f in fenced if f not in stale])[:dup]:
-            fenced_dups.append((event_id, a[0], a[3], a[4], a in stale))
-        for kind in ("dup_fenced_stale", "dup_fenced_late_record", "dup_interrupted", "dup_lost_answer"):
-            take = min(dup, budget[kind])
-            kinds[kind] += take
-            dup -= take
+        dup = max(0, n - 1)
+        for kind, pool in (("dup_fenced_stale", stale), ("dup_fenced_late_record", late),
+                           ("dup_interrupted", [None] * interrupted), ("dup_lost_answer", lost)):
+            for a in pool[:dup]:
+                kinds[kind] += 1
+                if a is not None:
+                    charged.append((event_id, a[0], a[3], a[4], kind))
+            dup -= min(dup, len(pool))
         if dup:
             kinds["dup_unexplained"] += dup
             unexplained_ids.append(event_id)
-    return kinds, unexplained_ids, fenced_dups
+    return kinds, unexplained_ids, charged
 
 
-def attribute(fenced_dups, fleet, applied):
-    """For each fenced 2xx charged with a duplicate: the network faults on its
-    worker's namespace from 10 s before its attempt started to its end
-    (a partition that cut the worker off between send and record), or none.
-    Returns a Counter by fault name and a list of (event, attempt, second of
-    the run, namespace, faults) for the JSON."""
+# How a duplicate's recorded attempt is named in the table, and the window
+# (seconds before its start, after a fault's end) in which a network fault on
+# its worker counts as its cause: a fenced attempt was cut off between send
+# and record (the record comes after the attempt), a lost answer's request
+# waited up to the timeout (2 s) for an answer.
+CHARGED = {
+    "dup_fenced_late_record": ("fenced 2xx", 10),
+    "dup_fenced_stale": ("fenced 2xx sent on a superseded claim", 10),
+    "dup_lost_answer": ("lost answer", 2),
+}
+
+
+def attribute(charged, fleet, applied):
+    """For each recorded attempt charged with a duplicate: the network faults
+    on its worker's namespace around it (see CHARGED), or "delay only".
+    Returns a Counter by (kind, faults) and a list of (event, attempt, second
+    of the run, namespace, kind, faults) for the JSON."""
     by_fault, detail = Counter(), []
-    for event_id, attempt, started, worker, stale in fenced_dups:
+    for event_id, attempt, started, worker, kind in charged:
+        label, before = CHARGED[kind]
         pid = worker.split(":")[1] if worker.count(":") >= 2 else ""
         ns = fleet.worker_pids.get(int(pid)) if pid.isdigit() else None
         on = [a["what"] for a in applied
-              if a["at"] > 0 and any(t == ns for t, _ in a["targets"]) and a["start"] - 10 <= started <= a["end"]]
-        by_fault[" + ".join(on) if on else "no network fault on its worker at the time"] += 1
-        detail.append((event_id, attempt, round(started - fleet.t0), ns, on, stale))
+              if a["at"] > 0 and any(t == ns for t, _ in a["targets"]) and a["start"] - before <= started <= a["end"]]
+        by_fault[(label, " + ".join(on) if on else "delay only (no other network fault on its worker)")] += 1
+        detail.append((event_id, attempt, round(started - fleet.t0), ns, kind, on))
     return by_fault, detail
 
 
@@ -523,8 +547,8 @@ def report(fleet, pg, args, seconds, net=None, applied=()):
     delivered_unseen = [e for e, r in never.items() if r[0] == "Delivered"]
     duplicates = sum(n - 1 for n in ids.values() if n > 1)
     dup_ids = sum(1 for n in ids.values() if n > 1)
-    kinds, unexplained_ids, fenced_dups = explain_duplicates(pg, rows, ids)
-    by_fault, fenced_detail = attribute(fenced_dups, fleet, applied) if net else (Counter(), [])
+    kinds, unexplained_ids, charged = explain_duplicates(pg, rows, ids)
+    by_fault, charged_detail = attribute(charged, fleet, applied) if net else (Counter(), [])
     under_faults = int(pg.query(
         "SELECT count(*) FROM webhook_delivery_attempts WHERE response_code BETWEEN 200 AND 299 "
         f"AND started_at < to_timestamp({fleet.t0 + args.duration})"))
@@ -552,8 +576,8 @@ def report(fleet, pg, args, seconds, net=None, applied=()):
         "interrupted_attempts": interrupted,
         "explanation": dict(kinds),
         "unexplained_event_ids": unexplained_ids[:100],
-        "fenced_duplicates": fenced_detail if net else [list(f) for f in fenced_dups],
-        "fenced_duplicates_by_fault": dict(by_fault),
+        "charged_duplicates": charged_detail if net else [list(c) for c in charged],
+        "charged_duplicates_by_fault": [[k, f, n] for (k, f), n in by_fault.most_common()],
         "attempts_2xx_while_faults_on": under_faults,
         "worker_kills": fleet.kills,
         "producer_retries": fleet.producer_retries,
@@ -585,8 +609,8 @@ def report(fleet, pg, args, seconds, net=None, applied=()):
           f"{kinds['dup_unexplained'] + kinds['first_2xx_unexplained']}")
     print(f"  interrupted attempts (claimed, never recorded)        {interrupted}, from {fleet.kills} kills")
     print(f"  fenced 2xx attempts (outcome refused: a later claim)  {kinds['fenced_2xx']}")
-    for fault, n in by_fault.most_common():
-        print(f"    fenced 2xx duplicates with their worker under: {fault}: {n}")
+    for (kind, fault), n in by_fault.most_common():
+        print(f"    duplicates by a {kind}, their worker under: {fault}: {n}")
     print(f"  every duplicate explained (event by event)            {'yes' if explained else 'NO'}")
     print(f"  attempts answered 2xx while the faults were on        {under_faults}")
     print(f"  duplicates carried their event's webhook-id           "
@@ -654,9 +678,9 @@ def write_doc(out, args, reasons, delivered_unseen, unknown, duplicates, dup_ids
             total.update({k: v for k, v in st.items() if k in ("seen", "delayed", "lost", "partitioned")})
         network_text = f"""
 The workers and the producer each ran in a namespace of their own, joined to
-the services (on the bridge's address) through a veth pair: every packet was
-delayed so a round trip gained {args.delay} ms (uniform), and these faults came on
-top, each for {seconds:.0f} s (second of the run, what):
+the services on the host through veth pairs and a bridge in a namespace of
+its own (the wire): every packet was delayed so a round trip gained {args.delay} ms,
+and these faults came on top, each for {seconds:.0f} s (second of the run, what):
 
 | s | network fault |
 | ---: | --- |
@@ -664,12 +688,14 @@ top, each for {seconds:.0f} s (second of the run, what):
 
 Packets through the namespaces' links: {total['seen']}, of them {total['delayed']} delayed,
 {total['lost']} lost at random and {total['partitioned']} dropped by partitions.
-The workers ran with `--slow-endpoint-concurrency {args.slow_endpoint_concurrency}`: with these round trips
-many requests take over a second, and the default (2 of 32) would leave most
-events to be delivered after the faults instead of under them.
+The workers had {args.concurrency} slots each and kept {args.slow_endpoint_concurrency} for a receiver answering slowly,
+and the grace was {args.grace}: across these round trips a job holds its slot for
+a dozen of them, many requests take over a second, and a backlog older than
+the grace is enqueued again every grace, so with the loopback settings most
+events would be delivered after the faults instead of under them.
 """
-    by_fault_text = "".join(f"\n| fenced 2xx duplicates, their worker under: {f} | {n} |"
-                            for f, n in by_fault.most_common())
+    by_fault_text = "".join(f"\n| ... by a {k}, the worker under: {f} | {n} |"
+                            for (k, f), n in sorted(by_fault.items()))
     text = f"""Latest run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on {os.cpu_count()} cores and {mem:.0f} GiB.
 Command: `scripts/chaos.sh {' '.join(sys.argv[1:])}`
 
@@ -695,10 +721,10 @@ Postgres, on spare ports.
 | ... explained by a fenced 2xx (its outcome came after a later claim took the row) | {kinds['dup_fenced_late_record']} |
 | ... explained by a fenced 2xx sent after a later claim's attempt had started | {kinds['dup_fenced_stale']} |
 | ... explained by a lost answer (2xx answered, recorded as timed out or failed) | {kinds['dup_lost_answer']} |
-| ... unexplained | {kinds['dup_unexplained'] + kinds['first_2xx_unexplained']} |
+| ... unexplained | {kinds['dup_unexplained'] + kinds['first_2xx_unexplained']} |{by_fault_text}
 | interrupted attempts (claimed, never recorded) | {kinds['interrupted_attempts']}, from {kills} kills |
 | fenced 2xx attempts (a 2xx whose outcome the row refused) | {kinds['fenced_2xx']} |
-| every duplicate explained, event by event | {'yes' if explained else 'NO'} |{by_fault_text}
+| every duplicate explained, event by event | {'yes' if explained else 'NO'} |
 | attempts answered 2xx while the faults were on | {out['attempts_2xx_while_faults_on']} |
 | receipts with a webhook-id of no event | {len(unknown)} |
 | bad signatures | {out['bad_signatures']} |
