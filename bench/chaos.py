@@ -163,8 +163,9 @@ def producer(fleet, args, t_end, done):
                           stdin="\n".join(lines) + "\n", ns="p" if fleet.net else None, timeout=120)
             if r.returncode == 0:
                 break
-            last = (r.stderr.strip().splitlines() or [""])[-1]
-            log(f"producer: batch {b} failed ({last[:160]}); retrying")
+            # The error, without the warnings logged before it.
+            last = " ".join(l.strip() for l in r.stderr.strip().splitlines()[-2:] if " WARN " not in l)
+            log(f"producer: batch {b} failed ({last[:200]}); retrying")
             fleet.producer_retries += 1
             time.sleep(1)
     done.set()
