@@ -14,11 +14,11 @@ def spare_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=30):
+def wait_port(port, timeout=30, host="127.0.0.1"):
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            socket.create_connection((host, port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
@@ -26,7 +26,9 @@ def wait_port(port, timeout=30):
 
 
 class Redis:
-    def __init__(self, workdir):
+    def __init__(self, workdir, also_listen=()):
+        """`also_listen`: addresses to listen on besides 127.0.0.1."""
+        self.also_listen = list(also_listen)
         self.port = spare_port()
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir)
@@ -34,8 +36,11 @@ class Redis:
 
     def start(self):
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", *self.also_listen,
+             "--save", "", "--appendonly", "no", "--dir", self.dir]
+            # Clients on another address, no password: allowed on purpose.
+            + (["--protected-mode", "no"] if self.also_listen else []),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
 
     def stop(self):
@@ -50,9 +55,13 @@ class Redis:
 
 
 class Postgres:
-    def __init__(self, workdir, extra=""):
-        """`extra`: more server options, e.g. "-c fsync=off"."""
+    def __init__(self, workdir, extra="", also_listen=(), trust_network=None):
+        """`extra`: more server options, e.g. "-c fsync=off"; `also_listen`:
+        addresses to listen on besides 127.0.0.1, and `trust_network` the
+        network whose clients may log in there (as on loopback, without a
+        password)."""
         self.extra = extra
+        self.listen = ",".join(["127.0.0.1", *also_listen])
         self.port = spare_port()
         bins = sorted(p for p in os.listdir("/usr/lib/postgresql"))
         self.bin = f"/usr/lib/postgresql/{bins[-1]}/bin"
@@ -64,6 +73,9 @@ class Postgres:
             shutil.chown(self.base, "postgres", "postgres")
             os.chmod(workdir, 0o755)
         self.as_owner([f"{self.bin}/initdb", "-A", "trust", "-U", "postgres", "--no-sync", "-D", self.data])
+        if trust_network:
+            with open(os.path.join(self.data, "pg_hba.conf"), "a") as f:
+                f.write(f"host all all {trust_network} trust\n")
 
     def as_owner(self, cmd, check=True):
         if self.root:
@@ -71,7 +83,7 @@ class Postgres:
         return subprocess.run(cmd, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def start(self):
-        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.base} "
+        opts = (f"-p {self.port} -c listen_addresses={self.listen} -c unix_socket_directories={self.base} "
                 f"-c max_connections=200 {self.extra}")
         self.as_owner([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-l", os.path.join(self.base, "log"),
                        "-o", opts, "start"])
