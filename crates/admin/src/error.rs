@@ -239,7 +239,7 @@ pub enum Rule {
     /// A value beginning with the marker of sealed values.
     SealedPrefix,
     /// A secret the signer cannot use (the reason is the signer's).
-    UnusableSecret(String),
+    UnusableSecret(hookfleet_core::domain::SecretError),
     /// More than [`MAX_ALLOWED_HOSTS`] allowed hosts.
     TooManyHosts,
     NotAHost {
@@ -350,7 +350,7 @@ impl fmt::Display for ValidationError {
                 f,
                 "a secret may not begin with {SEALED_PREFIX:?} (it marks sealed values)"
             ),
-            (_, Rule::UnusableSecret(reason)) => f.write_str(reason),
+            (_, Rule::UnusableSecret(reason)) => write!(f, "{reason}"),
             (_, Rule::TooManyHosts) => write!(f, "at most {MAX_ALLOWED_HOSTS} allowed hosts"),
             (_, Rule::NotAHost { host }) => write!(
                 f,

@@ -78,38 +78,30 @@ impl Event {
 
     /// Refuses what cannot be an event; fills in a missing document.
     pub fn check(mut self) -> Result<Event, EmitError> {
-        for (what, v) in [
-            ("entity type", &self.entity_type),
-            ("event", &self.event),
-            ("name", &self.name),
+        for (field, v) in [
+            (EventField::EntityType, &self.entity_type),
+            (EventField::Event, &self.event),
+            (EventField::Name, &self.name),
         ] {
             if v.trim().is_empty() {
-                return Err(EmitError::Invalid(format!("the {what} is empty")));
+                return Err(InvalidEvent::Empty(field).into());
             }
             if v.len() > MAX_REFERENCE_BYTES {
-                return Err(EmitError::Invalid(format!(
-                    "the {what} is over {MAX_REFERENCE_BYTES} bytes"
-                )));
+                return Err(InvalidEvent::TooLong(field).into());
             }
             if v.chars().any(char::is_control) {
-                return Err(EmitError::Invalid(format!(
-                    "the {what} contains a control character"
-                )));
+                return Err(InvalidEvent::ControlCharacter(field).into());
             }
         }
         if let Some(id) = &self.event_id {
-            check_event_id(id).map_err(EmitError::Invalid)?;
+            check_event_id(id).map_err(InvalidEvent::EventId)?;
         }
         match &self.doc {
             Value::Null => {
                 self.doc = serde_json::json!({ "doctype": self.entity_type, "name": self.name });
             }
             Value::Object(_) => {}
-            _ => {
-                return Err(EmitError::Invalid(
-                    "the document is not a JSON object".into(),
-                ))
-            }
+            _ => return Err(InvalidEvent::NotAnObject.into()),
         }
         Ok(self)
     }
@@ -148,8 +140,8 @@ pub struct EmitReport {
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
     /// The event itself is refused (the caller's to fix).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] InvalidEvent),
     /// Nothing was recorded.
     #[error("nothing was recorded: {0}")]
     Store(#[from] StoreError),
@@ -172,6 +164,39 @@ pub enum EmitError {
         webhook: String,
         error: StoreError,
     },
+}
+
+/// A field of an event as the caller names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventField {
+    EntityType,
+    Event,
+    Name,
+}
+
+impl std::fmt::Display for EventField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EventField::EntityType => "entity type",
+            EventField::Event => "event",
+            EventField::Name => "name",
+        })
+    }
+}
+
+/// Why an event was refused: the field and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEvent {
+    #[error("the {0} is empty")]
+    Empty(EventField),
+    #[error("the {0} is over {MAX_REFERENCE_BYTES} bytes")]
+    TooLong(EventField),
+    #[error("the {0} contains a control character")]
+    ControlCharacter(EventField),
+    #[error(transparent)]
+    EventId(#[from] hookfleet_core::domain::EventIdError),
+    #[error("the document is not a JSON object")]
+    NotAnObject,
 }
 
 /// Why a workflow_transition attempt ended without a recorded outcome.

@@ -235,7 +235,7 @@ async fn read_body(
 fn respond(result: Result<crate::emit::EmitReport, EmitError>) -> Response {
     match result {
         Ok(report) => (StatusCode::ACCEPTED, Json(report)).into_response(),
-        Err(EmitError::Invalid(msg)) => error(StatusCode::BAD_REQUEST, msg),
+        Err(EmitError::Invalid(why)) => error(StatusCode::BAD_REQUEST, why.to_string()),
         Err(EmitError::Unavailable(e)) => {
             tracing::warn!(error = %e, "emit failed; nothing was recorded");
             error(

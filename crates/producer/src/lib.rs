@@ -25,7 +25,7 @@ pub mod ingest;
 pub mod lines;
 
 pub use emit::{
-    Batch, Delivery, EmitError, EmitReport, Event, Producer, ProducerConfig, TransitionFailure,
-    WORKFLOW_TRANSITION,
+    Batch, Delivery, EmitError, EmitReport, Event, EventField, InvalidEvent, Producer,
+    ProducerConfig, TransitionFailure, WORKFLOW_TRANSITION,
 };
 pub use lines::{LinesError, LinesReport};

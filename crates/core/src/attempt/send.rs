@@ -123,8 +123,8 @@ pub async fn send(
             return AttemptReport::unsendable(started_at, format!("stored URL is not valid: {e}"))
         }
     };
-    if let Err(reason) = policy.check_url(&url) {
-        return failed(reason);
+    if let Err(blocked) = policy.check_url(&url) {
+        return failed(blocked.to_string());
     }
     let method = match reqwest::Method::from_bytes(claim.method.as_bytes()) {
         Ok(m) => m,

@@ -17,11 +17,14 @@ pub use config::{
     DEFAULT_QUEUE_GRACE,
 };
 pub use delivery::{process_identity, DeliveryAttempt, DeliveryLog, DeliveryStatus, NewDelivery};
-pub use event::{check_event_id, new_event_id, read_document, MAX_DOCUMENT_BYTES};
+pub use event::{
+    check_event_id, new_event_id, read_document, DocumentError, EventIdError, MAX_DOCUMENT_BYTES,
+    MAX_EVENT_ID_BYTES,
+};
 pub use schedule::{parse_retry_after, RetrySchedule, DEFAULT_SCHEDULE};
 pub use signing::{
-    check_secret, frappe_signature, signature_headers, standard_signature, Secret, SigningKeys,
-    HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+    check_secret, frappe_signature, signature_headers, standard_signature, Secret, SecretError,
+    SigningKeys, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
 pub use webhook::{
     display_header_value, parse_headers, FieldMapping, Header, HeaderError, Method, Structure,

@@ -62,9 +62,9 @@ impl std::fmt::Display for Secret {
 
 /// Is `secret` usable with the Standard Webhooks scheme? A `whsec_` secret must
 /// carry valid base64.
-pub fn check_secret(secret: &str) -> Result<(), String> {
+pub fn check_secret(secret: &str) -> Result<(), SecretError> {
     if secret.is_empty() {
-        return Err("the secret is empty".into());
+        return Err(SecretError::Empty);
     }
     if let Some(encoded) = secret.strip_prefix("whsec_") {
         if STANDARD
@@ -72,10 +72,19 @@ pub fn check_secret(secret: &str) -> Result<(), String> {
             .map(|k| k.is_empty())
             .unwrap_or(true)
         {
-            return Err("a secret starting with whsec_ must continue with non-empty base64".into());
+            return Err(SecretError::BadWhsec);
         }
     }
     Ok(())
+}
+
+/// Why a signing secret cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("the secret is empty")]
+    Empty,
+    #[error("a secret starting with whsec_ must continue with non-empty base64")]
+    BadWhsec,
 }
 
 fn hmac_base64(key: &[u8], parts: &[&[u8]]) -> String {

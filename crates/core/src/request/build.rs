@@ -296,7 +296,9 @@ pub fn check_url(raw: &str, policy: &NetworkPolicy) -> Result<url::Url, RenderEr
                 .into(),
         ));
     }
-    policy.check_url(&url).map_err(RenderError::Url)?;
+    policy
+        .check_url(&url)
+        .map_err(|b| RenderError::Url(b.to_string()))?;
     Ok(url)
 }
 

@@ -11,4 +11,4 @@ pub use build::{
     Renderer, RequestBuilder, Templates, MAX_BODY_BYTES, MAX_TEMPLATE_BYTES, MAX_URL_BYTES,
 };
 pub(crate) use ssrf::GuardedResolver;
-pub use ssrf::NetworkPolicy;
+pub use ssrf::{Blocked, NetworkPolicy};

@@ -90,6 +90,33 @@ static INTERNAL_NETS: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
         .collect()
 });
 
+/// A destination the guard refused: which address, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Blocked {
+    /// In a range no webhook may reach unless allowed (private, loopback,
+    /// link-local and cloud metadata, documentation, multicast, …).
+    #[error("destination {address} is an internal address ({range}); allow it with HOOKFLEET_ALLOWED_NETWORKS")]
+    Internal { address: IpAddr, range: IpNet },
+    /// An IPv6 address outside the only space handed out as global unicast.
+    #[error("destination {address} is outside IPv6 global unicast ({GLOBAL_UNICAST_V6}); allow it with HOOKFLEET_ALLOWED_NETWORKS")]
+    NotGlobalUnicast { address: IpAddr },
+    /// A URL without a host.
+    #[error("the URL has no host")]
+    NoHost,
+}
+
+impl Blocked {
+    /// The address refused (None for a URL without a host).
+    pub fn address(&self) -> Option<IpAddr> {
+        match self {
+            Blocked::Internal { address, .. } | Blocked::NotGlobalUnicast { address } => {
+                Some(*address)
+            }
+            Blocked::NoHost => None,
+        }
+    }
+}
+
 /// Which destinations webhooks may reach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
@@ -118,28 +145,27 @@ impl NetworkPolicy {
         }
     }
 
-    /// `Err` with a reason when `ip` may not be reached.
-    pub fn check(&self, ip: IpAddr) -> Result<(), String> {
+    /// `Err` saying what was blocked and why when `ip` may not be reached.
+    pub fn check(&self, ip: IpAddr) -> Result<(), Blocked> {
         let ip = ip.to_canonical();
         if self.allowed.iter().any(|c| c.contains(&ip)) {
             return Ok(());
         }
         if let Some(range) = INTERNAL_NETS.iter().find(|c| c.contains(&ip)) {
-            return Err(format!(
-                "destination {ip} is an internal address ({range}); allow it with HOOKFLEET_ALLOWED_NETWORKS"
-            ));
+            return Err(Blocked::Internal {
+                address: ip,
+                range: *range,
+            });
         }
         if ip.is_ipv6() && !GLOBAL_UNICAST_V6_NET.contains(&ip) {
-            return Err(format!(
-                "destination {ip} is outside IPv6 global unicast ({GLOBAL_UNICAST_V6}); allow it with HOOKFLEET_ALLOWED_NETWORKS"
-            ));
+            return Err(Blocked::NotGlobalUnicast { address: ip });
         }
         Ok(())
     }
 
     /// Checks a URL whose host is an IP literal (those never reach the
     /// resolver). Host names pass here and are checked when resolved.
-    pub fn check_url(&self, url: &url::Url) -> Result<(), String> {
+    pub fn check_url(&self, url: &url::Url) -> Result<(), Blocked> {
         match url.host() {
             Some(url::Host::Ipv4(ip)) => self.check(IpAddr::V4(ip)),
             Some(url::Host::Ipv6(ip)) => self.check(IpAddr::V6(ip)),
@@ -149,7 +175,7 @@ impl NetworkPolicy {
                 self.check(IpAddr::V4(Ipv4Addr::LOCALHOST))
             }
             Some(url::Host::Domain(_)) => Ok(()),
-            None => Err("the URL has no host".into()),
+            None => Err(Blocked::NoHost),
         }
     }
 }
@@ -180,12 +206,14 @@ impl reqwest::dns::Resolve for GuardedResolver {
                 let ip = addr.ip().to_canonical();
                 match policy.check(ip) {
                     Ok(()) => allowed.push(SocketAddr::new(ip, 0)),
-                    Err(reason) => refusal = Some(reason),
+                    Err(blocked) => refusal = Some(blocked),
                 }
             }
             if allowed.is_empty() {
-                let reason = refusal.unwrap_or_else(|| format!("{host} did not resolve"));
-                return Err(reason.into());
+                return Err(match refusal {
+                    Some(blocked) => blocked.into(),
+                    None => format!("{host} did not resolve").into(),
+                });
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
