@@ -414,13 +414,11 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
     assert_eq!(stored(&env).secret.as_deref(), Some(SECRET_A));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_secret_sealed_with_a_key_this_worker_lacks_fails_the_attempt_and_sends_nothing() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
+/// Adds webhook `api` to `rx`, its secret sealed with `key` (by the CLI).
+fn add_sealed(env: &TestEnv, rx: &Receiver, key: &str) {
     cli_with_keys(
-        &env,
-        Some(KEY_1),
+        env,
+        Some(key),
         &[],
         &[
             "webhook",
@@ -437,15 +435,25 @@ async fn a_secret_sealed_with_a_key_this_worker_lacks_fails_the_attempt_and_send
         ],
     )
     .ok("add");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_whose_credentials_this_worker_cannot_open_is_withheld_without_spending_an_attempt() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    add_sealed(&env, &rx, KEY_1);
     use_key(KEY_2);
     let worker = env.start_worker(2, RetrySchedule::default());
     let id = env.submit("SO-1").await.deliveries[0].id;
     let row = env
-        .until_row(id, |r| {
-            r.status == DeliveryStatus::Failed && r.lease_expires_at.is_none()
-        })
+        .until_row(id, |r| r.error.is_some() && r.lease_expires_at.is_none())
         .await;
-    worker.stop().await;
+    let snapshot = worker.stop().await;
+    assert_eq!(row.status, DeliveryStatus::Queued, "{row:?}");
+    assert_eq!(
+        row.attempts, 0,
+        "no attempt spent on a missing key: {row:?}"
+    );
     assert!(
         row.error
             .as_deref()
@@ -453,5 +461,97 @@ async fn a_secret_sealed_with_a_key_this_worker_lacks_fails_the_attempt_and_send
             .contains("not configured"),
         "{row:?}"
     );
+    let due_in = (row.next_retry.expect("due again") - chrono::Utc::now()).num_seconds();
+    assert!(
+        (0..=60).contains(&due_in),
+        "due again within a minute: {due_in}s"
+    );
+    assert_eq!(snapshot.withheld, 1, "{snapshot:?}");
+    assert!(env.attempts(id).is_empty(), "no attempt recorded");
     assert_eq!(rx.count(), 0, "never sent unsigned");
+
+    // A worker that has the key sends it once it is due again.
+    use_key(KEY_1);
+    env.make_all_due();
+    let worker = env.start_worker(2, RetrySchedule::default());
+    env.sweeper(100, std::time::Duration::from_secs(60))
+        .tick()
+        .await
+        .expect("tick");
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    worker.stop().await;
+    assert_eq!(row.attempts, 1, "{row:?}");
+    assert_eq!(rx.count(), 1);
+}
+
+#[test]
+fn a_worker_lacking_a_key_stored_values_are_sealed_with_refuses_to_start() {
+    let env = TestEnv::new();
+    cli_with_keys(
+        &env,
+        Some(KEY_1),
+        &[],
+        &[
+            "webhook",
+            "add",
+            "api",
+            "--entity-type",
+            ENTITY,
+            "--event",
+            "on_submit",
+            "--url",
+            "https://example.com/api",
+            "--header",
+            "Authorization: Bearer sealed-token",
+        ],
+    )
+    .ok("add");
+    for key in [None, Some(KEY_2)] {
+        let mut cmd = env.command("hookfleet-worker");
+        if let Some(k) = key {
+            cmd.env("HOOKFLEET_SECRET_KEY", k);
+        }
+        let out = hookfleet_testkit::run_within(
+            cmd,
+            std::time::Duration::from_secs(60),
+            "a worker without the key",
+        );
+        assert_eq!(out.code, Some(2), "{key:?}: {out}");
+        assert!(
+            out.stderr.contains("which this process does not have"),
+            "{key:?}: {out}"
+        );
+    }
+    // With the key as an old one, it starts, and is ready.
+    let listen = format!("127.0.0.1:{}", hookfleet_testkit::free_port());
+    let mut cmd = env.command("hookfleet-worker");
+    cmd.env("HOOKFLEET_SECRET_KEY", KEY_2)
+        .env("HOOKFLEET_SECRET_KEY_OLD", KEY_1)
+        .args(["--metrics-listen", &listen]);
+    let mut worker = hookfleet_testkit::FleetProcess::spawn(cmd);
+    hookfleet_testkit::until_blocking(
+        std::time::Duration::from_secs(60),
+        "the worker with the old key is ready",
+        || {
+            assert!(worker.running(), "the worker exited");
+            hookfleet_testkit::curl(&[&format!("http://{listen}/readyz")]).0 == 200
+        },
+    );
+    // A reencrypt to a key this worker lacks takes it out of readiness,
+    // with the reason.
+    const KEY_3: &str = "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=";
+    cli_with_keys(&env, Some(KEY_3), &[KEY_1], &["secrets", "reencrypt"]).ok("reencrypt");
+    let mut answer = (0, String::new());
+    hookfleet_testkit::until_blocking(
+        std::time::Duration::from_secs(60),
+        "readyz says the worker lacks the new key",
+        || {
+            answer = hookfleet_testkit::curl(&[&format!("http://{listen}/readyz")]);
+            answer.0 == 503
+        },
+    );
+    assert!(answer.1.contains("does not have"), "{answer:?}");
+    worker.stop();
 }

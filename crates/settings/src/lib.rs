@@ -334,10 +334,32 @@ impl MetricsArgs {
             return Ok(());
         };
         let probe = observe::Probe::new(store.clone(), queue.clone());
+        // A worker that cannot open stored credentials sends nothing for
+        // their webhooks: not ready. (The ingest opens them only for a
+        // workflow_transition, and the sweeper never does.)
+        let probe = match role {
+            observe::Role::Worker => probe.requiring_keys(),
+            observe::Role::Producer | observe::Role::Sweeper => probe,
+        };
         observe::serve(addr, probe, shutdown.clone())
             .await
             .map(|_| ())
             .map_err(|e| ConfigError(format!("--metrics-listen {addr}: {e}")))
+    }
+}
+
+/// Refuses to start a worker while stored
+/// credentials are sealed with a key it lacks: it would claim their rows
+/// and send nothing. A database that does not answer now is not refused
+/// here; it is said.
+pub fn require_sealing_keys(store: &Store) -> Result<(), ConfigError> {
+    match store.run_sync(hookfleet_core::store::webhooks::missing_keys) {
+        Ok(None) => Ok(()),
+        Ok(Some(reason)) => Err(ConfigError(reason)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check the sealing keys now");
+            Ok(())
+        }
     }
 }
 

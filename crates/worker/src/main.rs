@@ -122,6 +122,10 @@ async fn main() -> ExitCode {
         fatal(&e);
         return ExitCode::from(1);
     }
+    if let Err(e) = hookfleet_settings::require_sealing_keys(&store) {
+        fatal(&e);
+        return ExitCode::from(2);
+    }
     let queue = match cli.settings.queue() {
         Ok(q) => q,
         Err(e) => {

@@ -137,6 +137,7 @@ impl Starter {
         };
         let mut done: Vec<UnitOfWork> = Vec::new();
         let mut of_paused: Vec<UnitOfWork> = Vec::new();
+        let mut withheld: Option<String> = None;
         // One verdict per job, in order. Only a Send keeps the webhook's
         // slot; every other verdict frees it (into_unit) before the job goes
         // on.
@@ -172,6 +173,14 @@ impl Starter {
                     let reason = format!("the database refused to claim row {id}: {reason}");
                     self.dead_letter(job.into_unit().into(), &reason).await;
                 }
+                Verdict::Withheld(reason) => {
+                    // Nothing sent and no attempt counted: the row is due
+                    // again in a minute, for a worker that has the key.
+                    Counters::add(&self.counters.withheld, 1);
+                    hookfleet_core::runtime::observe::metrics().withheld.inc();
+                    withheld.get_or_insert(reason);
+                    done.push(job.into_unit());
+                }
                 Verdict::Stale => {
                     // Terminal, not due, or a second job for a row this batch
                     // already claimed. Its in-flight key is released if it
@@ -183,6 +192,10 @@ impl Starter {
                     done.push(job.into_unit());
                 }
             }
+        }
+        if let Some(reason) = withheld {
+            tracing::warn!(reason = %reason,
+                "rows withheld, unsent and no attempt counted: this worker cannot open their webhooks' credentials");
         }
         if !of_paused.is_empty() {
             done.extend(self.hold(of_paused).await);

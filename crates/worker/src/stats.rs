@@ -26,6 +26,9 @@ pub struct Counters {
     /// Jobs acked unclaimed because their webhook is paused (the row is
     /// held in Postgres until `webhook resume`).
     pub paused: AtomicU64,
+    /// Rows whose claim was undone because this worker cannot open their
+    /// webhook's credentials (a sealing key it lacks).
+    pub withheld: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -39,6 +42,7 @@ pub struct Snapshot {
     pub fenced: u64,
     pub bounced: u64,
     pub paused: u64,
+    pub withheld: u64,
 }
 
 impl Counters {
@@ -56,6 +60,7 @@ impl Counters {
             fenced: self.fenced.load(Ordering::Relaxed),
             bounced: self.bounced.load(Ordering::Relaxed),
             paused: self.paused.load(Ordering::Relaxed),
+            withheld: self.withheld.load(Ordering::Relaxed),
         }
     }
 }
@@ -71,6 +76,7 @@ impl Snapshot {
             fenced: self.fenced - earlier.fenced,
             bounced: self.bounced - earlier.bounced,
             paused: self.paused - earlier.paused,
+            withheld: self.withheld - earlier.withheld,
         }
     }
 
@@ -84,6 +90,7 @@ impl Snapshot {
             dead_lettered = self.dead_lettered,
             bounced = self.bounced,
             paused = self.paused,
+            withheld = self.withheld,
             "{message}"
         );
     }

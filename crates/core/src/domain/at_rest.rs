@@ -150,6 +150,20 @@ impl Keyring {
         self.current.is_some()
     }
 
+    /// The key ids among `ids` this keyring cannot open values with.
+    pub fn missing<'a>(&self, ids: &'a [String]) -> Vec<&'a str> {
+        ids.iter()
+            .map(String::as_str)
+            .filter(|id| {
+                !self
+                    .current
+                    .iter()
+                    .chain(self.old.iter())
+                    .any(|k| k.id == *id)
+            })
+            .collect()
+    }
+
     /// `plain` as it is to be stored: sealed with the current key, or as it
     /// is without one.
     pub fn seal(&self, plain: &str, purpose: Purpose) -> String {

@@ -214,6 +214,41 @@ pub struct Reencrypted {
     pub values: usize,
 }
 
+/// The ids of the keys stored values are sealed with (secrets, previous
+/// secrets, header values), so a process can tell at start, and in its
+/// readiness, whether it can open all of them.
+pub fn sealing_key_ids(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
+    #[derive(QueryableByName)]
+    struct KeyId {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        id: String,
+    }
+    let ids: Vec<KeyId> = diesel::sql_query(
+        "SELECT DISTINCT m[1] AS id FROM (
+             SELECT secret AS v FROM webhooks WHERE secret IS NOT NULL
+             UNION ALL SELECT previous_secret FROM webhooks WHERE previous_secret IS NOT NULL
+             UNION ALL SELECT headers::text FROM webhooks
+         ) s, regexp_matches(s.v, 'hfenc:v1:([0-9a-f]+):', 'g') AS m
+         ORDER BY 1",
+    )
+    .load(conn)?;
+    Ok(ids.into_iter().map(|k| k.id).collect())
+}
+
+/// Why a process cannot open stored values, if it cannot: the ids of the
+/// keys it lacks. None when it has every one (or nothing is sealed).
+pub fn missing_keys(conn: &mut PgConnection) -> Result<Option<String>, StoreError> {
+    let ids = sealing_key_ids(conn)?;
+    let ring = crate::domain::at_rest::keyring();
+    let missing = ring.missing(&ids);
+    Ok((!missing.is_empty()).then(|| {
+        format!(
+            "stored secrets or header values are sealed with key {}, which this process does not have (set HOOKFLEET_SECRET_KEY or HOOKFLEET_SECRET_KEY_OLD)",
+            missing.join(", ")
+        )
+    }))
+}
+
 /// Seals every stored secret and header value with the current key (or,
 /// with no key, stores them as they are), one webhook per transaction.
 pub fn reencrypt(conn: &mut PgConnection) -> Result<Reencrypted, StoreError> {

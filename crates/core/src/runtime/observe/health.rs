@@ -99,6 +99,9 @@ type ReadyAnswer = Option<(Instant, Result<(), String>)>;
 pub struct Probe {
     store: Store,
     queue: RedisQueue,
+    /// Whether ready also means able to open every stored credential (a
+    /// process that sends: the worker, the producer).
+    keys: bool,
     last: std::sync::Arc<tokio::sync::Mutex<ReadyAnswer>>,
 }
 
@@ -107,8 +110,16 @@ impl Probe {
         Probe {
             store,
             queue,
+            keys: false,
             last: Default::default(),
         }
+    }
+
+    /// The same probe, not ready while stored credentials are sealed with a
+    /// key this process lacks (it would send nothing for their webhooks).
+    pub fn requiring_keys(mut self) -> Probe {
+        self.keys = true;
+        self
     }
 
     /// Ok when Postgres and Redis both answer within
@@ -151,6 +162,22 @@ impl Probe {
                 "redis: no answer within {}s",
                 READY_CHECK_TIMEOUT.as_secs()
             )),
+        }
+        if self.keys && reasons.is_empty() {
+            let missing = tokio::time::timeout(
+                READY_CHECK_TIMEOUT,
+                self.store.run(crate::store::webhooks::missing_keys),
+            )
+            .await;
+            match missing {
+                Ok(Ok(None)) => {}
+                Ok(Ok(Some(reason))) => reasons.push(reason),
+                Ok(Err(e)) => reasons.push(format!("postgres: {e}")),
+                Err(_) => reasons.push(format!(
+                    "postgres: no answer within {}s",
+                    READY_CHECK_TIMEOUT.as_secs()
+                )),
+            }
         }
         if reasons.is_empty() {
             Ok(())

@@ -82,6 +82,7 @@ pub struct Metrics {
     pub events: Family<SourceLabels, Counter>,
     pub webhooks_paused: Gauge,
     pub webhooks_auto_paused: Counter,
+    pub withheld: Counter,
     pub pruned: Counter,
 }
 
@@ -100,6 +101,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookfleet_events_total",
     "hookfleet_webhooks_paused",
     "hookfleet_webhooks_auto_paused_total",
+    "hookfleet_deliveries_withheld_total",
     "hookfleet_pruned_total",
 ];
 
@@ -132,6 +134,7 @@ impl Metrics {
             events: Family::default(),
             webhooks_paused: Gauge::default(),
             webhooks_auto_paused: Counter::default(),
+            withheld: Counter::default(),
             pruned: Counter::default(),
         }
     }
@@ -186,6 +189,11 @@ impl Metrics {
                     "hookfleet_webhooks_auto_paused",
                     "Webhooks this worker paused because every attempt failed for HOOKFLEET_AUTO_PAUSE_AFTER",
                     self.webhooks_auto_paused.clone(),
+                );
+                self.register(
+                    "hookfleet_deliveries_withheld",
+                    "Attempts this worker did not make, its claim undone without counting one, because it cannot open the webhook's credentials (a sealing key it lacks)",
+                    self.withheld.clone(),
                 );
                 queues();
             }

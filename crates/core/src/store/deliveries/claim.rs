@@ -13,7 +13,7 @@ use crate::attempt::{Claim, ClaimSource, Destination, SealedCredentials};
 use crate::error::{Refusal, StoreError};
 use crate::store::schema::webhook_request_logs;
 
-use super::unique;
+use super::{pg_text, unique, IdOnly};
 
 #[derive(QueryableByName)]
 struct ClaimRow {
@@ -149,6 +149,53 @@ pub enum Verdict {
     /// The database would not claim the row, with its reason (given by
     /// callers that split a refused claim row by row).
     Refused(String),
+    /// Claimed, but this process cannot open the webhook's credentials (a
+    /// sealing key it lacks): nothing is sent, the claim is undone without
+    /// counting the attempt, and the row comes due again after
+    /// [`WITHHELD_RETRY`], its error saying why (see [`withhold`]).
+    Withheld(String),
+}
+
+/// How long a row withheld for its credentials waits before the sweeper
+/// enqueues it again: long enough that a misconfigured worker does not spin
+/// on it, short enough that a worker with the key sends it within a couple
+/// of minutes.
+pub const WITHHELD_RETRY: Duration = Duration::from_secs(60);
+
+/// Undoes the claims of rows whose credentials this process could not open
+/// (`(id, claim token, reason)`): the attempt is not counted, the lease is
+/// gone, the row is due again after [`WITHHELD_RETRY`] and its error says
+/// why. Only while the row still carries the claim's token. Returns the ids
+/// withheld.
+const WITHHOLD_SQL: &str = "
+UPDATE webhook_request_logs l
+SET attempts = l.attempts - 1,
+    lease_expires_at = NULL,
+    next_retry = now() + make_interval(secs => $4),
+    error = input.reason,
+    updated_at = now()
+FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS input(id, token, reason)
+WHERE l.id = input.id AND l.claim_token = input.token AND l.status IN ('Queued', 'Failed')
+RETURNING l.id";
+
+/// See [`WITHHOLD_SQL`].
+pub fn withhold(
+    conn: &mut PgConnection,
+    rows: &[(i64, i64, String)],
+) -> Result<Vec<i64>, StoreError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    let tokens: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    let reasons: Vec<String> = rows.iter().map(|r| pg_text(&r.2).into_owned()).collect();
+    let done: Vec<IdOnly> = diesel::sql_query(WITHHOLD_SQL)
+        .bind::<Array<BigInt>, _>(ids)
+        .bind::<Array<BigInt>, _>(tokens)
+        .bind::<Array<Text>, _>(reasons)
+        .bind::<Double, _>(WITHHELD_RETRY.as_secs_f64())
+        .load(conn)?;
+    Ok(done.into_iter().map(|r| r.id).collect())
 }
 
 /// Claims the rows `ids` for one attempt each, in one statement (two or three
@@ -172,7 +219,38 @@ pub fn claim(
         .into_iter()
         .map(|r| (r.id, Some(claim_of(r))))
         .collect();
-    let rest: Vec<i64> = unique(ids.iter().copied().filter(|id| !claims.contains_key(id)));
+    // Claims whose credentials this process cannot open are undone, not
+    // sent: an attempt is never spent on a worker's missing key. Should the
+    // undoing fail, they go out as before and fail as attempts.
+    let unopened: Vec<(i64, i64, String)> = claims
+        .values()
+        .flatten()
+        .filter_map(|c| {
+            c.credentials_error
+                .as_ref()
+                .map(|reason| (c.log_id, c.token, reason.clone()))
+        })
+        .collect();
+    let mut withheld: HashMap<i64, Option<String>> = HashMap::new();
+    if !unopened.is_empty() {
+        match withhold(conn, &unopened) {
+            Ok(done) => {
+                for (id, _, reason) in unopened {
+                    if done.contains(&id) {
+                        claims.remove(&id);
+                        withheld.insert(id, Some(reason));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, rows = unopened.len(),
+                "cannot withhold rows whose credentials cannot be opened; they are attempted"),
+        }
+    }
+    let rest: Vec<i64> = unique(
+        ids.iter()
+            .copied()
+            .filter(|id| !claims.contains_key(id) && !withheld.contains_key(id)),
+    );
     let unclaimed = if rest.is_empty() {
         HashMap::new()
     } else {
@@ -182,6 +260,11 @@ pub fn claim(
         .iter()
         .map(|id| match claims.get_mut(id) {
             Some(claim) => claim.take().map_or(Verdict::Stale, Verdict::Send),
+            // A second job for a row this batch withheld is stale.
+            None if withheld.contains_key(id) => withheld
+                .get_mut(id)
+                .and_then(Option::take)
+                .map_or(Verdict::Stale, Verdict::Withheld),
             // Every row not claimed has its verdict there.
             None => unclaimed.get(id).cloned().unwrap_or(Verdict::Missing),
         })

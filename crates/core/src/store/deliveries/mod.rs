@@ -27,7 +27,7 @@ mod record;
 mod replay;
 mod search;
 
-pub use claim::{claim, take_for_transition, webhooks_of, Verdict};
+pub use claim::{claim, take_for_transition, webhooks_of, withhold, Verdict, WITHHELD_RETRY};
 pub use due::{due, due_of_webhook, held_until, hold, release_held, DueRow, HELD_UNTIL};
 pub use emit::{insert, Recorded};
 pub use record::{record, record_plain, OutcomeWrite};
