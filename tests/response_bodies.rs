@@ -1,5 +1,6 @@
 //! The README's limit on a receiver's answer kept on the row: the first
-//! 4 KiB of the body as it was sent, cut there even inside a character.
+//! 4 KiB of the body as it was sent, cut there even inside a character, and
+//! never a credential of the request a receiver echoes back.
 
 use serde_json::json;
 
@@ -66,4 +67,42 @@ async fn a_multibyte_response_body_cut_inside_a_character_is_stored_as_its_first
         shown.ends_with('\u{FFFD}'),
         "the cut character shows as U+FFFD"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_echoes_its_request_leaves_no_credential_on_the_row() {
+    let env = TestEnv::new();
+    let rx = Receiver::start().await;
+    rx.reply_always(Reply::status(500).echoing_headers());
+    let mut s = spec("echo", ENTITY, "on_submit", &rx.url("/echo"));
+    s.headers = vec![
+        hookfleet_core::domain::Header {
+            key: "Authorization".into(),
+            value: "Bearer s3cret-t0ken-value".into(),
+        },
+        hookfleet_core::domain::Header {
+            key: "X-Api-Key".into(),
+            value: "another-secret-key".into(),
+        },
+    ];
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    let id = env.submit("SO-1").await.deliveries[0].id;
+    let row = env
+        .until_row(id, |r| r.status == DeliveryStatus::Failed)
+        .await;
+    worker.stop().await;
+    let got = rx.requests();
+    assert_eq!(
+        got[0].header("authorization"),
+        Some("Bearer s3cret-t0ken-value"),
+        "the receiver was sent the credential"
+    );
+    let stored =
+        String::from_utf8_lossy(row.response_body.as_deref().unwrap_or_default()).into_owned();
+    assert!(stored.contains("[hidden]"), "{stored}");
+    for secret in ["s3cret-t0ken-value", "another-secret-key"] {
+        assert!(!stored.contains(secret), "{secret} stored: {stored}");
+    }
+    assert!(stored.contains("webhook-id"), "the rest is kept: {stored}");
 }

@@ -31,6 +31,9 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// Bytes, not text: a hostile receiver answers with anything.
     pub body: Vec<u8>,
+    /// Answer with the request's headers (`name: value` lines) instead, as
+    /// a debugging endpoint that echoes its request does.
+    pub echo_headers: bool,
 }
 
 impl Reply {
@@ -40,6 +43,7 @@ impl Reply {
             delay: Duration::ZERO,
             headers: Vec::new(),
             body: b"ok".to_vec(),
+            echo_headers: false,
         }
     }
 
@@ -62,6 +66,12 @@ impl Reply {
     /// Answers with these bytes (NUL, invalid UTF-8, gzip: anything).
     pub fn bytes(mut self, body: &[u8]) -> Reply {
         self.body = body.to_vec();
+        self
+    }
+
+    /// Answers with the request's headers.
+    pub fn echoing_headers(mut self) -> Reply {
+        self.echo_headers = true;
         self
     }
 
@@ -243,9 +253,18 @@ async fn handle(
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
+    let body = if reply.echo_headers {
+        headers
+            .iter()
+            .map(|(k, v)| format!("{}: {}\n", k, v.to_str().unwrap_or("")))
+            .collect::<String>()
+            .into_bytes()
+    } else {
+        reply.body
+    };
     let mut response = (
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK),
-        reply.body,
+        body,
     )
         .into_response();
     for (k, v) in reply.headers {

@@ -69,18 +69,71 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     msg
 }
 
-/// The first [`RESPONSE_BODY_LIMIT`] bytes of the answer, as they came: the
-/// rest is never read into memory.
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
+/// Bytes read past [`RESPONSE_BODY_LIMIT`] so that a credential the
+/// receiver echoes across the cut is still found whole and hidden.
+const REDACT_MARGIN: usize = 1024;
+
+/// The shortest credential (or part of one) hidden in an answer: shorter
+/// ones (`Bearer`, a short id) would blot out ordinary words.
+const MIN_REDACTED_LEN: usize = 8;
+
+/// What an echoed credential becomes in a stored answer.
+const REDACTED: &[u8] = b"[hidden]";
+
+/// The first [`RESPONSE_BODY_LIMIT`] bytes of the answer, as they came but
+/// for the request's credentials, which a receiver that echoes its request
+/// would otherwise leave on the row for anyone who reads it (a read-only
+/// token, a log): the rest is never read into memory.
+async fn read_limited(
+    mut response: reqwest::Response,
+    claim: &Claim,
+) -> Result<Vec<u8>, reqwest::Error> {
     let mut buf = Vec::new();
-    while buf.len() < RESPONSE_BODY_LIMIT {
+    while buf.len() < RESPONSE_BODY_LIMIT + REDACT_MARGIN {
         match response.chunk().await? {
             Some(chunk) => buf.extend_from_slice(&chunk),
             None => break,
         }
     }
+    let mut buf = hide_credentials(buf, claim);
     buf.truncate(RESPONSE_BODY_LIMIT);
     Ok(buf)
+}
+
+/// `body` with every static header value of `claim` (the credentials: all
+/// but Content-Type), and each word of one, replaced by `[hidden]`.
+fn hide_credentials(mut body: Vec<u8>, claim: &Claim) -> Vec<u8> {
+    let mut secrets: Vec<&str> = claim
+        .headers
+        .iter()
+        .filter(|h| !h.key.eq_ignore_ascii_case("content-type"))
+        .flat_map(|h| std::iter::once(h.value.as_str()).chain(h.value.split_whitespace()))
+        .filter(|v| v.len() >= MIN_REDACTED_LEN)
+        .collect();
+    // Longest first, so a whole value is hidden before its words are.
+    secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    for secret in secrets {
+        body = replace_all(&body, secret.as_bytes(), REDACTED);
+    }
+    body
+}
+
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return haystack.to_vec();
+    }
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// The claim's static headers, checked: a stored name or value that is not
@@ -167,7 +220,7 @@ pub async fn send(
         } else {
             None
         };
-        let body = read_limited(response).await.unwrap_or_default();
+        let body = read_limited(response, claim).await.unwrap_or_default();
         Ok::<_, reqwest::Error>((status, body, retry_after))
     };
     match tokio::time::timeout(claim.timeout, exchange).await {
@@ -189,5 +242,16 @@ pub async fn send(
             "timed out after {}",
             crate::domain::format_duration(claim.timeout)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_occurrence_is_replaced_and_a_longer_needle_is_never_found() {
+        assert_eq!(replace_all(b"a-xx-b-xx", b"xx", b"[h]"), b"a-[h]-b-[h]");
+        assert_eq!(replace_all(b"short", b"longer needle", b"[h]"), b"short");
     }
 }
