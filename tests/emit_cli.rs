@@ -335,3 +335,55 @@ async fn a_failed_workflow_transition_emit_exits_1_and_leaves_the_row_exhausted(
     assert_eq!(rx.count(), 1, "exactly one request, no retry");
     assert_eq!(env.queue_depth("default"), 0, "nothing queued for later");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_the_database_refuses_fails_its_own_row_and_the_rest_of_the_batch_is_recorded() {
+    let env = TestEnv::new();
+    env.add_small_body_webhook("on_submit");
+    // A refusal of a kind nothing in the producer foresees: the database
+    // itself refuses any delivery whose body holds the word "poison".
+    env.store
+        .run_sync(|c| {
+            use diesel::RunQueryDsl;
+            diesel::sql_query(
+                "ALTER TABLE webhook_request_logs ADD CONSTRAINT no_poison CHECK (body NOT LIKE '%poison%')",
+            )
+            .execute(c)?;
+            Ok(())
+        })
+        .expect("add the constraint");
+    let mut batch = hookfleet_producer::Batch::new();
+    for name in ["SO-1", "SO-poison", "SO-3"] {
+        batch.push(hookfleet_producer::Event::new(
+            ENTITY,
+            "on_submit",
+            name,
+            json!({"name": name}),
+        ));
+    }
+    let report = env
+        .producer()
+        .emit_batch(batch)
+        .await
+        .expect("the batch is recorded");
+    assert_eq!(report.deliveries.len(), 3, "{report:?}");
+    let rows = env.rows();
+    for row in &rows {
+        if row.entity_name == "SO-poison" {
+            assert_eq!(row.status, DeliveryStatus::Exhausted, "{row:?}");
+            let error = row.error.as_deref().unwrap_or("");
+            assert!(error.contains("refused this delivery"), "{row:?}");
+            assert!(
+                error.contains("no_poison"),
+                "the reason names the refusal: {row:?}"
+            );
+            assert!(
+                row.body.is_empty(),
+                "the refused value is not kept: {row:?}"
+            );
+        } else {
+            assert_eq!(row.status, DeliveryStatus::Queued, "{row:?}");
+        }
+    }
+    assert_eq!(rows.len(), 3);
+}

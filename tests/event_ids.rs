@@ -1,6 +1,8 @@
 //! Event ids: 1–128 printable characters, refused otherwise (by the
 //! producer library and the command line alike); the same id emitted twice
-//! makes one row per webhook and one request each.
+//! makes one row per webhook and one request each; an id already naming
+//! another event (recorded, or in the same batch) is refused, not taken for
+//! a duplicate.
 
 use serde_json::json;
 
@@ -106,4 +108,47 @@ async fn the_same_event_id_emitted_twice_makes_one_row_per_webhook_and_one_reque
         .iter()
         .all(|r| r.header("webhook-id") == Some("evt-42")));
     assert_eq!(env.queue_depth("default"), 0, "nothing left to send");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_id_already_naming_another_event_is_refused_not_answered_duplicate() {
+    let env = TestEnv::new();
+    env.add_small_body_webhook("on_submit");
+    let producer = env.producer();
+    producer
+        .emit(event_with_id("SO-1", "evt-7"))
+        .await
+        .expect("the first event");
+    // The same id for another document: a mistake, said, not a duplicate.
+    let err = producer
+        .emit(event_with_id("SO-2", "evt-7"))
+        .await
+        .expect_err("another event under a recorded id");
+    assert!(matches!(err, EmitError::Invalid(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("already names another event"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("SO-1"), "{err}");
+    assert_eq!(env.rows().len(), 1, "nothing more recorded");
+
+    // Two different events under one id in one batch: refused whole, with
+    // both named; the same event twice is one row.
+    let mut batch = hookfleet_producer::Batch::new();
+    batch.push(event_with_id("SO-3", "evt-8"));
+    batch.push(event_with_id("SO-4", "evt-8"));
+    let err = producer.emit_batch(batch).await.expect_err("a reused id");
+    assert!(
+        err.to_string().contains("SO-3") && err.to_string().contains("SO-4"),
+        "{err}"
+    );
+    assert_eq!(env.rows().len(), 1, "nothing of the batch recorded");
+    let mut batch = hookfleet_producer::Batch::new();
+    batch.push(event_with_id("SO-5", "evt-9"));
+    batch.push(event_with_id("SO-5", "evt-9"));
+    producer
+        .emit_batch(batch)
+        .await
+        .expect("the same event twice");
+    assert_eq!(env.rows().len(), 2, "one row for it");
 }

@@ -101,6 +101,11 @@ pub enum Refusal {
     /// that this module depends on no other).
     #[error("a pause reason is 1 to {max_chars} characters of printable text")]
     PauseReason { max_chars: usize },
+    /// An event id already recorded for another event: a retry of the same
+    /// event is a duplicate, a different event under its id is a mistake
+    /// that would otherwise be dropped silently.
+    #[error("event id {event_id:?} already names another event ({existing}); give each event its own id")]
+    EventIdReused { event_id: String, existing: String },
 }
 
 impl StoreError {

@@ -197,6 +197,38 @@ pub enum InvalidEvent {
     EventId(#[from] hookfleet_core::domain::EventIdError),
     #[error("the document is not a JSON object")]
     NotAnObject,
+    /// One event id for two different events (in one batch, or one already
+    /// recorded): the second would otherwise be dropped as a duplicate.
+    #[error("{0}")]
+    EventIdReused(String),
+}
+
+/// Refuses a batch in which one event id names two different events (the
+/// same event twice is fine: it is recorded once).
+fn refuse_reused_ids(events: &[Event]) -> Result<(), EmitError> {
+    let mut seen: HashMap<&str, &Event> = HashMap::new();
+    for e in events {
+        let Some(id) = e.event_id.as_deref() else {
+            continue;
+        };
+        match seen.get(id) {
+            Some(first)
+                if (&first.entity_type, &first.event, &first.name, &first.doc)
+                    != (&e.entity_type, &e.event, &e.name, &e.doc) =>
+            {
+                return Err(InvalidEvent::EventIdReused(format!(
+                    "event id {id:?} names two different events in this batch ({} {} {}, and {} {} {}); give each event its own id",
+                    first.entity_type, first.name, first.event, e.entity_type, e.name, e.event
+                ))
+                .into());
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(id, e);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a workflow_transition attempt ended without a recorded outcome.
@@ -506,6 +538,7 @@ impl Producer {
                 Ok(e)
             })
             .collect::<Result<_, EmitError>>()?;
+        refuse_reused_ids(&events)?;
         let catalog = self.catalog.get(&self.store).await?;
 
         let policy = self.config.policy.clone();
@@ -529,12 +562,18 @@ impl Producer {
         let (new_rows, recorded) = self
             .store
             .run(move |conn| {
-                let recorded = conn
-                    .build_transaction()
-                    .run(|conn| deliveries::insert(conn, &new_rows))?;
+                // One value the database refuses (on a working connection)
+                // fails its own row, never the batch.
+                let recorded = deliveries::insert_each_if_refused(conn, &new_rows)?;
                 Ok((new_rows, recorded))
             })
-            .await?;
+            .await
+            .map_err(|e| match e {
+                StoreError::Refused(r @ Refusal::EventIdReused { .. }) => {
+                    EmitError::Invalid(InvalidEvent::EventIdReused(r.to_string()))
+                }
+                other => other.into(),
+            })?;
         let rows: Vec<(NewDelivery, Arc<Webhook>)> = new_rows.into_iter().zip(hooks).collect();
 
         let mut report = EmitReport {

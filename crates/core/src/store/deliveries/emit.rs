@@ -8,7 +8,7 @@ use diesel::PgConnection;
 use serde::Serialize;
 
 use crate::domain::{DeliveryLog, DeliveryStatus, NewDelivery};
-use crate::error::StoreError;
+use crate::error::{Refusal, StoreError};
 use crate::store::schema::webhook_request_logs;
 
 use super::pg_text;
@@ -93,6 +93,22 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
                 .filter(webhook_request_logs::webhook_id.eq(row.webhook_id))
                 .select(DeliveryLog::as_select())
                 .first(conn)?;
+            // The same event again is a duplicate; another event under its
+            // id is refused rather than dropped.
+            if (
+                &existing.entity_type,
+                &existing.entity_name,
+                &existing.event,
+            ) != (&row.entity_type, &row.entity_name, &row.event)
+            {
+                return Err(StoreError::Refused(Refusal::EventIdReused {
+                    event_id: row.event_id.clone(),
+                    existing: format!(
+                        "{} {} {}",
+                        existing.entity_type, existing.entity_name, existing.event
+                    ),
+                }));
+            }
             out.push(Recorded {
                 id: existing.id,
                 webhook_id: existing.webhook_id,
@@ -105,4 +121,87 @@ pub fn insert(conn: &mut PgConnection, rows: &[NewDelivery]) -> Result<Vec<Recor
         }
     }
     Ok(out)
+}
+
+/// Records `rows` as [`insert`] does, all in one transaction; if the
+/// database refuses that statement (a value it will not store, on a
+/// connection that still works), each row is recorded on its own instead,
+/// and a row it refuses alone is recorded Exhausted with the reason and
+/// without the values it refused (no URL, body or headers), so one bad
+/// value never keeps the other events of a batch from being recorded.
+pub fn insert_each_if_refused(
+    conn: &mut PgConnection,
+    rows: &[NewDelivery],
+) -> Result<Vec<Recorded>, StoreError> {
+    let whole = conn
+        .build_transaction()
+        .run(|conn| insert(conn, rows).map_err(TransactionError::from));
+    match whole {
+        Ok(recorded) => return Ok(recorded),
+        Err(TransactionError(e)) if refused(conn, &e) => {
+            tracing::warn!(error = %e, rows = rows.len(),
+                "the database refused an emit's rows together; recording them one by one");
+        }
+        Err(TransactionError(e)) => return Err(e),
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let alone = conn
+            .build_transaction()
+            .run(|conn| insert(conn, std::slice::from_ref(row)).map_err(TransactionError::from));
+        match alone {
+            Ok(recorded) => out.extend(recorded),
+            Err(TransactionError(e)) if refused(conn, &e) => {
+                let refused = NewDelivery {
+                    url: String::new(),
+                    body: String::new(),
+                    headers: serde_json::json!([]),
+                    status: DeliveryStatus::Exhausted,
+                    next_retry: None,
+                    lease_expires_at: None,
+                    error: Some(format!("the database refused this delivery's values: {e}")),
+                    ..row.clone()
+                };
+                let recorded = conn.build_transaction().run(|conn| {
+                    insert(conn, std::slice::from_ref(&refused)).map_err(TransactionError::from)
+                });
+                out.extend(recorded.map_err(|t| t.0)?);
+            }
+            Err(TransactionError(e)) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `e` is the database refusing a statement on a connection that
+/// still answers (its data at fault), as [`crate::store::Store`] sorts
+/// failures: never by the message's words.
+fn refused(conn: &mut PgConnection, e: &StoreError) -> bool {
+    use diesel::result::{DatabaseErrorKind as Kind, Error as E};
+    let database_error = match e {
+        StoreError::Query(E::DatabaseError(kind, _))
+        | StoreError::Rejected(E::DatabaseError(kind, _)) => !matches!(
+            kind,
+            Kind::ClosedConnection | Kind::SerializationFailure | Kind::ReadOnlyTransaction
+        ),
+        _ => false,
+    };
+    database_error && diesel::sql_query("SELECT 1").execute(conn).is_ok()
+}
+
+/// A [`StoreError`] carried through diesel's transaction, which needs its
+/// error to come from diesel's as well.
+#[derive(Debug)]
+struct TransactionError(StoreError);
+
+impl From<StoreError> for TransactionError {
+    fn from(e: StoreError) -> Self {
+        TransactionError(e)
+    }
+}
+
+impl From<diesel::result::Error> for TransactionError {
+    fn from(e: diesel::result::Error) -> Self {
+        TransactionError(e.into())
+    }
 }

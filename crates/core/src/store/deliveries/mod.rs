@@ -29,7 +29,7 @@ mod search;
 
 pub use claim::{claim, take_for_transition, webhooks_of, withhold, Verdict, WITHHELD_RETRY};
 pub use due::{due, due_of_webhook, held_until, hold, release_held, DueRow, HELD_UNTIL};
-pub use emit::{insert, Recorded};
+pub use emit::{insert, insert_each_if_refused, Recorded};
 pub use record::{record, record_plain, OutcomeWrite};
 pub use replay::{count_bulk, replay, replay_bulk, Replayed};
 pub use search::{
