@@ -142,3 +142,33 @@ fn url_without_db(env: &TestEnv) -> String {
     let cut = url.rfind('/').expect("a path");
     url[..=cut].to_string()
 }
+
+#[test]
+fn a_listing_piped_into_head_ends_quietly_without_a_panic() {
+    let env = TestEnv::new();
+    // Enough output to fill a pipe that `head` has stopped reading.
+    for i in 0..300 {
+        env.add_webhook_unvalidated(&hookfleet_testkit::spec(
+            &format!("hook-{i:03}"),
+            hookfleet_testkit::ENTITY,
+            "on_submit",
+            "https://example.com/a-rather-long-path/to/make/the/listing/longer",
+        ));
+    }
+    let hookfleet = hookfleet_testkit::bin_path("hookfleet");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c").arg(format!(
+        "'{}' webhook list --json | head -c 10 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"",
+        hookfleet.display()
+    ));
+    for (k, v) in env.envs() {
+        cmd.env(k, v);
+    }
+    let out = Run::from(cmd.output().expect("run bash"));
+    assert!(!out.stderr.contains("panicked"), "{out}");
+    assert!(!out.stderr.contains("Broken pipe"), "{out}");
+    assert!(
+        out.stdout.contains("status 0") || out.stdout.contains("status 141"),
+        "ended by the closed pipe, not by a panic (101): {out}"
+    );
+}

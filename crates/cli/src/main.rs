@@ -124,6 +124,9 @@ fn main() -> ExitCode {
 #[tokio::main(flavor = "current_thread")]
 async fn run_main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Console(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Usage>() => {
@@ -134,5 +137,17 @@ async fn run_main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// A command whose output is piped into `head` ends there, as `cat` does,
+/// instead of panicking on "Broken pipe" (Rust ignores SIGPIPE, so every
+/// print would otherwise fail and panic). Not for the console: a server
+/// must outlive a client that hangs up.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: restores the default disposition of one signal, before any
+    // thread of ours writes anywhere.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
