@@ -708,14 +708,16 @@ async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
     assert!(receiver.requests()[0].signatures_verified());
     worker.stop().await;
 
-    // Preview: the request a document would make, nothing sent.
+    // Preview: the request a document would make, nothing sent. It shows
+    // the body template's text and spends CPU: the full token's.
     let sent = receiver.count();
+    let doc = r#"{"doctype": "Sales Order", "name": "SO-9", "grand_total": 0}"#;
     let a = console
-        .post(
-            "/api/v1/webhooks/orders-v2/preview",
-            Some(READ_TOKEN),
-            r#"{"doctype": "Sales Order", "name": "SO-9", "grand_total": 0}"#,
-        )
+        .post("/api/v1/webhooks/orders-v2/preview", Some(READ_TOKEN), doc)
+        .await;
+    assert_eq!(a.status, 403, "a read-only token previews: {}", a.body);
+    let a = console
+        .post("/api/v1/webhooks/orders-v2/preview", t, doc)
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
     let p = a.json();
@@ -946,6 +948,8 @@ async fn frappe_webhooks_import_through_the_api_as_through_the_cli() {
             "request_structure": "JSON", "enable_security": 1, "webhook_secret": "*************"
         }
     ]);
+    // A dry run compares guesses with the stored definitions and renders
+    // templates: not a read-only token's to ask.
     let a = console
         .post(
             "/api/v1/imports/frappe?dry_run=true",
@@ -953,7 +957,15 @@ async fn frappe_webhooks_import_through_the_api_as_through_the_cli() {
             &site.to_string(),
         )
         .await;
-    assert_eq!(a.status, 200, "a dry run is a read: {}", a.body);
+    assert_eq!(a.status, 403, "{}", a.body);
+    let a = console
+        .post(
+            "/api/v1/imports/frappe?dry_run=true",
+            Some(FULL_TOKEN),
+            &site.to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
     let r = a.json();
     assert_eq!(r["outcomes"][0]["action"], "would_create", "{r}");
     assert_eq!(r["outcomes"][1]["action"], "refused", "{r}");
@@ -1043,8 +1055,37 @@ async fn the_console_binary_logs_every_write_with_its_token_and_client_and_never
         &format!("{base}/api/v1/webhooks/orders/resume"),
     ]);
     assert_eq!(code, 401);
+    // A write whose caller hangs up before the answer: an import of many
+    // documents, the client gone after a moment. Its audit line is written
+    // before the work starts, so it is there whatever became of the work.
+    let docs: Vec<Value> = (0..3000)
+        .map(|i| {
+            serde_json::json!({
+                "doctype": "Webhook", "name": format!("Hook {i}"),
+                "webhook_doctype": "Sales Order", "webhook_docevent": "on_submit",
+                "request_url": "https://example.com/hook", "request_structure": "JSON",
+                "webhook_json": "{\"name\": \"{{ doc.name }}\"}"
+            })
+        })
+        .collect();
+    let file = hookfleet_testkit::TempFile::new(Value::from(docs).to_string());
+    let _ = hookfleet_testkit::curl(&[
+        "--max-time",
+        "1",
+        "-X",
+        "POST",
+        "-H",
+        &bearer,
+        "--data-binary",
+        &format!("@{}", file.path()),
+        &format!("{base}/api/v1/imports/frappe"),
+    ]);
     console.stop();
     let log = console.log();
+    assert!(
+        log.contains("console action") && log.contains("action=\"webhook-import\""),
+        "the import's audit line: {log}"
+    );
     assert!(
         log.contains("console action")
             && log.contains("actor=\"token\"")
@@ -1059,4 +1100,82 @@ async fn the_console_binary_logs_every_write_with_its_token_and_client_and_never
     for secret in [FULL_TOKEN, READ_TOKEN, "wrong-token-0123456789"] {
         assert!(!log.contains(secret), "a token in the log: {log}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_ends_the_session_for_every_copy_of_its_cookie() {
+    let env = TestEnv::new();
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let cookie = console.login(FULL_TOKEN).await;
+    let page = console.page("/", Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csrf = hookfleet_testkit::csrf_of(&page.body);
+    let out = console
+        .form("/logout", Some(&cookie), &[("csrf", csrf.as_str())])
+        .await;
+    assert_eq!(out.status, 303, "{}", out.body);
+    // A copy of the cookie kept elsewhere opens nothing now.
+    let after = console.page("/", Some(&cookie)).await;
+    assert!(
+        after.body.contains("name=\"token\"") || after.status == 303,
+        "the logged-out session still opens pages: {} {}",
+        after.status,
+        after.body
+    );
+    assert!(!after.body.contains("csrf"), "{}", after.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_a_path_or_query_is_a_clear_400_never_the_databases_words() {
+    let env = TestEnv::new();
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    for path in [
+        "/api/v1/deliveries?document=SO%001",
+        "/api/v1/deliveries?event_id=a%00b",
+        "/api/v1/deliveries?webhook=x%00",
+        "/api/v1/webhooks/orders%00",
+        "/deliveries?document=SO%00",
+    ] {
+        let a = console.get(path, Some(FULL_TOKEN)).await;
+        assert_eq!(a.status, 400, "{path}: {}", a.body);
+        assert!(a.body.contains("NUL"), "{path}: {}", a.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_guessing_tokens_is_refused_even_the_right_one_for_a_while() {
+    let env = TestEnv::new();
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    for i in 0..hookfleet_core::runtime::http::GUESS_BUDGET {
+        let guess = format!("guess-{i:02}-0123456789abcdef");
+        let a = console.get("/api/v1/stats", Some(&guess)).await;
+        assert_eq!(a.status, 401, "guess {i}: {}", a.body);
+    }
+    let a = console.get("/api/v1/stats", Some(FULL_TOKEN)).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    assert!(a.body.contains("too many wrong tokens"), "{}", a.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_hide_behind_invisible_or_bidi_characters_are_shown_escaped() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    fleet_with(&env, &receiver, &["SO-1\u{202E}1-OS\u{200B}"]).await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let cookie = console.login(FULL_TOKEN).await;
+    let page = console.page("/deliveries", Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        !page.body.contains('\u{202E}'),
+        "an override reached the page"
+    );
+    assert!(
+        !page.body.contains('\u{200B}'),
+        "an invisible space reached the page"
+    );
+    assert!(
+        page.body.contains("SO-1\\u{202e}1-OS\\u{200b}"),
+        "{}",
+        page.body
+    );
 }

@@ -538,10 +538,26 @@ pub async fn import(
     atomic: bool,
 ) -> Result<Report, OpsError> {
     let (store, policy) = (store.clone(), policy.clone());
+    // The documents are planned (validated, their templates tried) on a
+    // blocking thread that dropping this future would not stop: a caller
+    // that leaves (a console request cut short) stops the planning between
+    // two documents, and nothing is written.
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _caller = CallerGone(left.clone());
     Ok(tokio::task::spawn_blocking(move || {
-        import_blocking(&store, &policy, &docs, dry_run, atomic)
+        let gone = || left.load(std::sync::atomic::Ordering::Relaxed);
+        import_blocking(&store, &policy, &docs, dry_run, atomic, &gone)
     })
     .await?)
+}
+
+/// Says the caller has gone when the future holding it is dropped.
+struct CallerGone(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CallerGone {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// [`import`] on the calling thread.
@@ -551,11 +567,19 @@ fn import_blocking(
     docs: &[Value],
     dry_run: bool,
     atomic: bool,
+    caller_gone: &dyn Fn() -> bool,
 ) -> Report {
     let mut outcomes = Vec::with_capacity(docs.len());
     let mut plans = Vec::with_capacity(docs.len());
     let mut seen = std::collections::HashSet::new();
     for (i, doc) in docs.iter().enumerate() {
+        if caller_gone() {
+            // Nobody reads the report; nothing is written.
+            return Report {
+                outcomes,
+                held_back: true,
+            };
+        }
         let name = document_name(doc, i);
         // A name given twice in one file would be created, then updated by
         // the second: the later ones are refused, whatever became of the

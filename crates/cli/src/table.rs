@@ -37,8 +37,7 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
 /// escape sequences, say) and the bidirectional overrides and isolates that
 /// can make text read differently from what it is.
 fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || hookfleet_core::domain::is_deceptive(c)
 }
 
 /// `text` safe for a terminal: control and bidirectional-formatting

@@ -16,12 +16,25 @@ use crate::auth::Actor;
 use crate::read;
 use crate::{ApiError, Console};
 
-/// An action's audit line: who (the token's name), what, on what.
+/// An action's audit line, written before the action starts (a caller that
+/// hangs up mid-way may leave a committed write behind, never an unlogged
+/// one): who (the token's name), what, on what.
 fn logged(actor: Actor, action: &str, target: &str) {
     tracing::info!(actor = actor.name, action, target, "console action");
 }
 
-/// Runs `run` if `actor` may act, and logs it once it succeeded.
+/// Its result, once it has one (nothing is said of an action whose caller
+/// left before it ended: its start line stands).
+fn ended<T, E: std::fmt::Display>(actor: Actor, action: &str, target: &str, result: &Result<T, E>) {
+    match result {
+        Ok(_) => tracing::info!(actor = actor.name, action, target, "console action done"),
+        Err(e) => {
+            tracing::info!(actor = actor.name, action, target, error = %e, "console action failed")
+        }
+    }
+}
+
+/// Runs `run` if `actor` may act, logged before it starts and when it ends.
 async fn audited<T, E>(
     actor: Actor,
     action: &str,
@@ -30,28 +43,13 @@ async fn audited<T, E>(
 ) -> Result<T, ApiError>
 where
     ApiError: From<E>,
-{
-    actor.may_act()?;
-    let done = run.await?;
-    logged(actor, action, target);
-    Ok(done)
-}
-
-/// [`audited`] for an action that goes on when its caller leaves
-/// (`hookfleet_admin` runs it on a task of its own): logged before it
-/// starts, since the caller may be gone when it ends.
-async fn audited_first<T, E>(
-    actor: Actor,
-    action: &str,
-    target: &str,
-    run: impl Future<Output = Result<T, E>>,
-) -> Result<T, ApiError>
-where
-    ApiError: From<E>,
+    E: std::fmt::Display,
 {
     actor.may_act()?;
     logged(actor, action, target);
-    Ok(run.await?)
+    let result = run.await;
+    ended(actor, action, target, &result);
+    Ok(result?)
 }
 
 /// `webhook add` from a JSON definition; the answer is the webhook as
@@ -61,9 +59,20 @@ pub async fn create(
     actor: Actor,
     body: Map<String, Value>,
 ) -> Result<Value, ApiError> {
-    actor.may_act()?;
-    let w = definitions::add_json(&c.store, &c.policy, &body).await?;
-    logged(actor, "webhook-add", &w.name);
+    let name = body
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("(unnamed)")
+        .chars()
+        .take(200)
+        .collect::<String>();
+    let w = audited(
+        actor,
+        "webhook-add",
+        &name,
+        definitions::add_json(&c.store, &c.policy, &body),
+    )
+    .await?;
     read::webhook_of(c, w, actor).await
 }
 
@@ -117,7 +126,7 @@ pub async fn pause(
 
 pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
     let run = webhooks::resume(&c.store, &c.queue, c.key_ttl, name);
-    let r = audited_first(actor, "resume", name, run).await?;
+    let r = audited(actor, "resume", name, run).await?;
     Ok(
         json!({ "webhook": r.webhook, "resumed": r.was_paused, "released": r.released,
                "due": r.due, "enqueued": r.enqueued, "note": r.note }),
@@ -170,7 +179,7 @@ pub async fn retry_bulk(
         run.await?
     } else {
         let target = format!("{webhook} {status} since {since}");
-        audited_first(actor, "retry-bulk", &target, run).await?
+        audited(actor, "retry-bulk", &target, run).await?
     };
     Ok(serde_json::to_value(&done).unwrap_or(Value::Null))
 }
@@ -187,23 +196,34 @@ pub async fn dead_purge(c: &Console, actor: Actor, id: &str) -> Result<Value, Ap
 
 /// `dead requeue --all`.
 pub async fn dead_requeue_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
-    actor.may_act()?;
-    let n = dead::requeue_all(&c.queue).await?;
-    logged(actor, "dead-requeue-all", &format!("{n} dead letters"));
+    let n = audited(
+        actor,
+        "dead-requeue-all",
+        "every dead letter",
+        dead::requeue_all(&c.queue),
+    )
+    .await?;
     Ok(json!({ "requeued": n }))
 }
 
 /// `dead purge --all`.
 pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
-    actor.may_act()?;
-    let n = dead::purge_all(&c.queue).await?;
-    logged(actor, "dead-purge-all", &format!("{n} dead letters"));
+    let n = audited(
+        actor,
+        "dead-purge-all",
+        "every dead letter",
+        dead::purge_all(&c.queue),
+    )
+    .await?;
     Ok(json!({ "purged": n }))
 }
 
 /// `webhook import` of the Frappe Webhook documents `body` holds (what the
-/// CLI's file holds); a dry run writes nothing, so a read-only token may
-/// ask. The answer is the report, document by document, and `refused`, how
+/// CLI's file holds). A dry run too needs the full token: it compares
+/// caller-supplied definitions with the stored ones (which would let a
+/// read-only token test guesses of hidden URLs, headers and secrets) and
+/// renders caller-supplied templates (CPU a read-only token may not spend).
+/// The answer is the report, document by document, and `refused`, how
 /// many were.
 pub async fn import(
     c: &Console,
@@ -212,22 +232,20 @@ pub async fn import(
     dry_run: bool,
     atomic: bool,
 ) -> Result<Value, ApiError> {
-    if !dry_run {
-        actor.may_act()?;
-    }
+    actor.may_act()?;
     let text =
         std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
     let docs =
         frappe_import::documents(text).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
-    let report = frappe_import::import(&c.store, &c.policy, docs, dry_run, atomic).await?;
-    if !dry_run {
-        let target = format!(
-            "{} documents, {} refused",
-            report.outcomes.len(),
-            report.refused()
-        );
-        logged(actor, "webhook-import", &target);
-    }
+    let target = format!(
+        "{} documents{}",
+        docs.len(),
+        if dry_run { ", dry run" } else { "" }
+    );
+    logged(actor, "webhook-import", &target);
+    let result = frappe_import::import(&c.store, &c.policy, docs, dry_run, atomic).await;
+    ended(actor, "webhook-import", &target, &result);
+    let report = result?;
     Ok(json!({
         "outcomes": report.outcomes,
         "held_back": report.held_back,

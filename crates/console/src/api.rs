@@ -253,13 +253,16 @@ async fn webhook_delete(
 
 /// `webhook preview`: the body is the document; the answer says whether
 /// it meets the condition and the request it would make (header values
-/// hidden). Nothing is recorded or sent, so a read-only token may ask.
+/// hidden). Nothing is recorded or sent, but it needs the full token: the
+/// body it renders shows the webhook's body template, which a read-only
+/// viewer is not shown, and rendering spends CPU.
 async fn webhook_preview(
     State(c): Shared,
     ApiActor(actor): ApiActor,
     Path(name): Path<String>,
     bytes: Bytes,
 ) -> ApiResult {
+    actor.may_act()?;
     let doc = Value::Object(object(&bytes)?);
     // Templates render in the renderer process, bounded in time and
     // memory; the wait for it is not the runtime's.

@@ -11,7 +11,7 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use hookfleet_core::runtime::http::{bearer, same_secret};
+use hookfleet_core::runtime::http::{bearer, same_secret, Guesses, Peer};
 
 use crate::ApiError;
 
@@ -75,11 +75,22 @@ impl Actor {
     }
 }
 
+/// Sessions ended by logout before their time: kept until they would
+/// have expired anyway, at most this many (more logouts than this within
+/// a session's life are not a person's).
+pub const MAX_REVOKED: usize = 100_000;
+
 /// The configured tokens and the key that signs sessions.
 pub struct Tokens {
     full: Option<String>,
     read: Option<String>,
     key: [u8; 32],
+    /// Sessions logged out: nonce → when it would have expired (Unix
+    /// seconds). A signed cookie cannot be unsigned, so a logged-out one is
+    /// remembered until then.
+    revoked: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    /// Wrong tokens per client (API and login alike).
+    pub guesses: Guesses,
 }
 
 impl Tokens {
@@ -88,7 +99,41 @@ impl Tokens {
             full: full.map(|t| t.trim().to_string()),
             read: read.map(|t| t.trim().to_string()),
             key: hookfleet_core::domain::at_rest::random_bytes(),
+            revoked: Default::default(),
+            guesses: Guesses::default(),
         }
+    }
+
+    /// Ends the session `value` (its cookie's value) for good, if it is one
+    /// of ours: a copy of the cookie kept elsewhere opens nothing after
+    /// logout.
+    pub fn revoke(&self, value: &str) {
+        let Some((nonce, expires)) = self.session_parts(value) else {
+            return;
+        };
+        let now = chrono::Utc::now().timestamp();
+        let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        if revoked.len() >= MAX_REVOKED {
+            revoked.retain(|_, until| *until > now);
+        }
+        if revoked.len() < MAX_REVOKED {
+            revoked.insert(nonce, expires);
+        }
+    }
+
+    /// A signed session's nonce and expiry, if it is ours.
+    fn session_parts(&self, value: &str) -> Option<(String, i64)> {
+        let (body, sig) = value.rsplit_once('.')?;
+        let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
+        let want = self.mac(&[b"session", body.as_bytes()]);
+        if !same_secret(&sig, &want) {
+            return None;
+        }
+        let mut fields = body.split('.');
+        let _role = fields.next()?;
+        let expires: i64 = fields.next()?.parse().ok()?;
+        let nonce = fields.next()?.to_string();
+        Some((nonce, expires))
     }
 
     pub fn has_full(&self) -> bool {
@@ -170,6 +215,11 @@ impl Tokens {
         if chrono::Utc::now().timestamp() >= expires {
             return None;
         }
+        let nonce = fields.next()?;
+        let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        if revoked.contains_key(nonce) {
+            return None;
+        }
         Some(Actor::of(role))
     }
 
@@ -221,9 +271,22 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
         if tokens.is_open() {
             return Ok(ApiActor(Actor::LOOPBACK));
         }
+        let peer = parts.extensions.get::<Peer>().map(|p| p.0.ip());
+        if let Some(wait) = peer.and_then(|p| tokens.guesses.refused(p)) {
+            return Err(ApiError(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many wrong tokens from this address; try again in {} s",
+                    wait.as_secs().max(1)
+                ),
+            ));
+        }
         match tokens.actor_of(bearer(&parts.headers)) {
             Some(actor) => Ok(ApiActor(actor)),
             None => {
+                if let Some(p) = peer {
+                    tokens.guesses.wrong(p);
+                }
                 let client =
                     hookfleet_core::runtime::http::client_of(&parts.extensions, &parts.headers);
                 tracing::warn!(client, "console API refused: missing or wrong bearer token");

@@ -275,8 +275,8 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
     response
 }
 
-/// Refuses what a browser does on another site's behalf, before any body is
-/// read:
+/// Refuses what a browser does on another site's behalf, and a NUL in the
+/// path or query, before any body is read:
 /// - a request that changes something (not GET or HEAD) whose `Origin`
 ///   names another origin than the one asked (a form or script elsewhere
 ///   posting here; curl and scripts send no Origin);
@@ -288,6 +288,17 @@ async fn guard(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    // Postgres's text refuses NUL: a path or query naming one (a webhook,
+    // a document, an event id) is the caller's mistake, said as such, never
+    // a 500 carrying the database's words.
+    if request
+        .uri()
+        .path_and_query()
+        .is_some_and(|pq| pq.as_str().to_ascii_lowercase().contains("%00"))
+    {
+        return ApiError::bad_request("a NUL character (%00) is not allowed in the path or query")
+            .into_response();
+    }
     let headers = request.headers();
     let host = headers
         .get(axum::http::header::HOST)

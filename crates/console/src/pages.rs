@@ -47,6 +47,17 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         env.add_template(name, source)
             .expect("the console's templates parse");
     }
+    // Every value a page shows: a name, a reason or an answer that hides
+    // behind bidirectional or invisible characters is shown with them
+    // escaped (as the CLI shows it), then HTML-escaped.
+    env.set_formatter(|out, state, value| {
+        if let Some(text) = value.as_str().filter(|_| !value.is_safe()) {
+            if let std::borrow::Cow::Owned(escaped) = hookfleet_core::domain::shown(text) {
+                return minijinja::escape_formatter(out, state, &minijinja::Value::from(escaped));
+            }
+        }
+        minijinja::escape_formatter(out, state, value)
+    });
     env.add_filter("urlencode", |s: String| path_segment(&s));
     env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
     env
@@ -269,12 +280,23 @@ async fn login_form(visitor: PageActor) -> Response {
 
 async fn login(
     State(c): State<Arc<Console>>,
+    peer: Option<axum::Extension<hookfleet_core::runtime::http::Peer>>,
     headers: axum::http::HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let given = form.get("token").map(|t| t.trim()).unwrap_or("");
     let next = safe_next(form.get("next").map(String::as_str).unwrap_or("/")).to_string();
+    let peer = peer.map(|p| p.0 .0.ip());
+    if peer.and_then(|p| c.tokens.guesses.refused(p)).is_some() {
+        tracing::warn!("console login refused: too many wrong tokens from this address");
+        let mut r = ask_login(&next);
+        *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        return r;
+    }
     let Some(actor) = c.tokens.actor_of(given) else {
+        if let Some(p) = peer {
+            c.tokens.guesses.wrong(p);
+        }
         tracing::warn!("console login refused: wrong token");
         tokio::time::sleep(auth::REFUSAL_DELAY).await;
         let mut r = ask_login(&next);
@@ -326,6 +348,12 @@ async fn logout(
 ) -> Response {
     if csrf_checked(&c, &visitor, &form).is_err() {
         return (StatusCode::FORBIDDEN, "missing or stale CSRF token").into_response();
+    }
+    // The cookie is dropped by the browser, and the session ended here, so
+    // a copy of it kept elsewhere opens nothing either.
+    c.tokens.revoke(&visitor.session);
+    if let Some(actor) = visitor.actor {
+        tracing::info!(actor = actor.name, "console logout");
     }
     let mut r = Redirect::to("/login").into_response();
     r.headers_mut().insert(

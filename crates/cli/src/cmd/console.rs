@@ -27,6 +27,13 @@ pub struct Console {
     /// action. At least 16 characters.
     #[arg(long, env = "HOOKFLEET_CONSOLE_READ_TOKEN", hide_env_values = true)]
     read_token: Option<String>,
+    /// A file holding the full-access token (when --token is not given):
+    /// kept out of `ps` and the environment.
+    #[arg(long, env = "HOOKFLEET_CONSOLE_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<std::path::PathBuf>,
+    /// A file holding the read-only token (when --read-token is not given).
+    #[arg(long, env = "HOOKFLEET_CONSOLE_READ_TOKEN_FILE", value_name = "FILE")]
+    read_token_file: Option<std::path::PathBuf>,
 }
 
 /// How often the console's ticker ticks, and how long /livez tolerates it
@@ -40,7 +47,17 @@ const CONSOLE_POOL_SIZE: u32 = 8;
 
 impl Console {
     pub async fn run(self, s: &Settings) -> anyhow::Result<()> {
-        let (listen, token, read_token) = (self.listen, self.token, self.read_token);
+        let listen = self.listen;
+        let token = hookfleet_settings::secret_or_file(
+            self.token.as_deref(),
+            self.token_file.as_deref(),
+            "the console token file",
+        )?;
+        let read_token = hookfleet_settings::secret_or_file(
+            self.read_token.as_deref(),
+            self.read_token_file.as_deref(),
+            "the console read-only token file",
+        )?;
         hookfleet_console::check_exposure(listen, token.as_deref(), read_token.as_deref())?;
         let console = hookfleet_console::Console::new(
             s.store(CONSOLE_POOL_SIZE)?,

@@ -9,6 +9,7 @@ mod delivery;
 mod event;
 mod schedule;
 mod signing;
+mod text;
 mod webhook;
 
 pub(crate) use config::MAX_DURATION;
@@ -26,6 +27,7 @@ pub use signing::{
     check_secret, frappe_signature, signature_headers, standard_signature, Secret, SecretError,
     SigningKeys, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
+pub use text::{is_deceptive, shown};
 pub use webhook::{
     display_header_value, parse_headers, FieldMapping, Header, HeaderError, Method, Structure,
     Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT, HIDDEN,

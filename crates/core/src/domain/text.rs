@@ -1,0 +1,50 @@
+//! Text from outside (a document's name, a pause reason, a receiver's
+//! answer) as people are shown it: characters that would make it read
+//! differently from what it is are shown escaped, never obeyed.
+
+use std::borrow::Cow;
+
+/// Characters that change how the text around them reads without being
+/// seen: the bidirectional overrides, embeddings, isolates and marks, and
+/// the invisible joiners, spaces and marks (zero width, the byte-order
+/// mark). A name can hide behind them (`SO-1\u{202E}1-OS`).
+pub fn is_deceptive(c: char) -> bool {
+    matches!(c,
+        '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// `text` with every deceptive character and every control character but
+/// a line break or a tab shown as its escape (`\u{202e}`).
+pub fn shown(text: &str) -> Cow<'_, str> {
+    let hidden = |c: char| is_deceptive(c) || (c.is_control() && c != '\n' && c != '\t');
+    if !text.chars().any(hidden) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if hidden(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_invisibles_and_controls_are_shown_escaped_and_the_rest_kept() {
+        assert_eq!(shown("SO-1"), "SO-1");
+        assert_eq!(shown("SO-1\u{202E}1-OS"), "SO-1\\u{202e}1-OS");
+        assert_eq!(shown("a\u{200B}b\u{FEFF}"), "a\\u{200b}b\\u{feff}");
+        assert_eq!(shown("bell\u{7}"), "bell\\u{7}");
+        assert_eq!(shown("two\nlines\tand a tab"), "two\nlines\tand a tab");
+        assert_eq!(shown("Müller & Söhne"), "Müller & Söhne");
+    }
+}
