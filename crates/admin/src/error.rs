@@ -443,11 +443,43 @@ mod tests {
 
     #[test]
     fn a_refusal_names_its_field_and_reads_as_a_sentence() {
-        assert_eq!(says(Field::Name, Rule::Empty), "the webhook name is empty");
-        assert_eq!(
-            says(Field::Event, Rule::TooLong),
-            "the event is longer than 140 characters"
-        );
+        let simple = [
+            (Field::Name, Rule::Empty, "the webhook name is empty"),
+            (
+                Field::Event,
+                Rule::TooLong,
+                "the event is longer than 140 characters",
+            ),
+            (Field::Url, Rule::Empty, "the URL template is empty"),
+            (
+                Field::Timeout,
+                Rule::TooSmall,
+                "the timeout must be more than 0",
+            ),
+            (
+                Field::Timeout,
+                Rule::TooLarge,
+                "the timeout must be at most 60s",
+            ),
+            (
+                Field::MaxRetries,
+                Rule::TooSmall,
+                "max retries cannot be negative (0 means one attempt only)",
+            ),
+            (
+                Field::MaxRetries,
+                Rule::TooLarge,
+                "max retries is at most 50",
+            ),
+            (
+                Field::RateLimit,
+                Rule::NotARate,
+                "a rate limit is written N/s, N from 1 to 100000 (e.g. 100/s)",
+            ),
+        ];
+        for (field, rule, want) in simple {
+            assert_eq!(says(field, rule), want, "{field:?}");
+        }
         assert_eq!(
             says(
                 Field::Queue,
@@ -456,27 +488,6 @@ mod tests {
                 }
             ),
             "the queue name \"a b\" may only use letters, digits, '_', '-', '.' and ':'"
-        );
-        assert_eq!(says(Field::Url, Rule::Empty), "the URL template is empty");
-        assert_eq!(
-            says(Field::Timeout, Rule::TooSmall),
-            "the timeout must be more than 0"
-        );
-        assert_eq!(
-            says(Field::Timeout, Rule::TooLarge),
-            "the timeout must be at most 60s"
-        );
-        assert_eq!(
-            says(Field::MaxRetries, Rule::TooSmall),
-            "max retries cannot be negative (0 means one attempt only)"
-        );
-        assert_eq!(
-            says(Field::MaxRetries, Rule::TooLarge),
-            "max retries is at most 50"
-        );
-        assert_eq!(
-            says(Field::RateLimit, Rule::NotARate),
-            "a rate limit is written N/s, N from 1 to 100000 (e.g. 100/s)"
         );
         assert_eq!(
             says(Field::Headers, Rule::SealedPrefix),

@@ -81,26 +81,9 @@ pub async fn replay_bulk(
     since: DateTime<Utc>,
     dry_run: bool,
 ) -> Result<ReplayBulk, OpsError> {
-    let (store, queue, webhook) = (store.clone(), queue.clone(), webhook.to_string());
-    tokio::spawn(async move {
-        replay_bulk_now(&store, &queue, ttl, &webhook, status, since, dry_run).await
-    })
-    .await?
-}
-
-async fn replay_bulk_now(
-    store: &Store,
-    queue: &RedisQueue,
-    ttl: Duration,
-    webhook: &str,
-    status: DeliveryStatus,
-    since: DateTime<Utc>,
-    dry_run: bool,
-) -> Result<ReplayBulk, OpsError> {
     if !matches!(status, DeliveryStatus::Failed | DeliveryStatus::Exhausted) {
         return Err(OpsError::BulkStatus(status));
     }
-    let name = webhook.to_string();
     let mut out = ReplayBulk {
         webhook: webhook.to_string(),
         status,
@@ -109,24 +92,28 @@ async fn replay_bulk_now(
         count: 0,
         note: None,
     };
-    if dry_run {
-        out.count = store
+    let (store, queue, name) = (store.clone(), queue.clone(), webhook.to_string());
+    tokio::spawn(async move {
+        if dry_run {
+            out.count = store
+                .run(move |c| {
+                    let hook = webhooks::get(c, &name)?;
+                    deliveries::count_bulk(c, hook.id, status, since)
+                })
+                .await?;
+            return Ok(out);
+        }
+        let rows = store
             .run(move |c| {
                 let hook = webhooks::get(c, &name)?;
-                deliveries::count_bulk(c, hook.id, status, since)
+                deliveries::replay_bulk(c, hook.id, status, since)
             })
             .await?;
-        return Ok(out);
-    }
-    let rows = store
-        .run(move |c| {
-            let hook = webhooks::get(c, &name)?;
-            deliveries::replay_bulk(c, hook.id, status, since)
-        })
-        .await?;
-    out.count = rows.len() as i64;
-    if !rows.is_empty() {
-        out.note = Some(enqueue_now(queue, &rows, ttl).await);
-    }
-    Ok(out)
+        out.count = rows.len() as i64;
+        if !rows.is_empty() {
+            out.note = Some(enqueue_now(&queue, &rows, ttl).await);
+        }
+        Ok::<_, OpsError>(out)
+    })
+    .await?
 }

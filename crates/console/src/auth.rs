@@ -108,7 +108,7 @@ impl Tokens {
     /// of ours: a copy of the cookie kept elsewhere opens nothing after
     /// logout.
     pub fn revoke(&self, value: &str) {
-        let Some((nonce, expires)) = self.session_parts(value) else {
+        let Some((_, expires, nonce)) = self.session_parts(value) else {
             return;
         };
         let now = chrono::Utc::now().timestamp();
@@ -117,12 +117,13 @@ impl Tokens {
             revoked.retain(|_, until| *until > now);
         }
         if revoked.len() < MAX_REVOKED {
-            revoked.insert(nonce, expires);
+            revoked.insert(nonce.to_string(), expires);
         }
     }
 
-    /// A signed session's nonce and expiry, if it is ours.
-    fn session_parts(&self, value: &str) -> Option<(String, i64)> {
+    /// A session cookie's fields (role, expiry, nonce), if we signed it;
+    /// expiry and revocation are the caller's to check.
+    fn session_parts<'v>(&self, value: &'v str) -> Option<(&'v str, i64, &'v str)> {
         let (body, sig) = value.rsplit_once('.')?;
         let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
         let want = self.mac(&[b"session", body.as_bytes()]);
@@ -130,10 +131,10 @@ impl Tokens {
             return None;
         }
         let mut fields = body.split('.');
-        let _role = fields.next()?;
+        let role = fields.next()?;
         let expires: i64 = fields.next()?.parse().ok()?;
-        let nonce = fields.next()?.to_string();
-        Some((nonce, expires))
+        let nonce = fields.next()?;
+        Some((role, expires, nonce))
     }
 
     pub fn has_full(&self) -> bool {
@@ -199,23 +200,15 @@ impl Tokens {
 
     /// The actor of a session cookie, if it is ours and current.
     fn actor_of_session(&self, value: &str) -> Option<Actor> {
-        let (body, sig) = value.rsplit_once('.')?;
-        let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
-        let want = self.mac(&[b"session", body.as_bytes()]);
-        if !same_secret(&sig, &want) {
-            return None;
-        }
-        let mut fields = body.split('.');
-        let role = match fields.next()? {
+        let (role, expires, nonce) = self.session_parts(value)?;
+        let role = match role {
             "full" if self.full.is_some() => Role::Full,
             "read" if self.read.is_some() => Role::Read,
             _ => return None,
         };
-        let expires: i64 = fields.next()?.parse().ok()?;
         if chrono::Utc::now().timestamp() >= expires {
             return None;
         }
-        let nonce = fields.next()?;
         let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
         if revoked.contains_key(nonce) {
             return None;

@@ -12,6 +12,7 @@ use diesel::prelude::*;
 use diesel::serialize::{self, IsNull, Output, ToSql};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::text::named;
 use crate::domain::webhook::{parse_headers, Header};
 use crate::store::schema::{sql_types, webhook_delivery_attempts, webhook_request_logs};
 
@@ -82,12 +83,9 @@ impl fmt::Display for DeliveryStatus {
 impl FromStr for DeliveryStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DeliveryStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                format!("unknown status {s:?} (expected Queued, Delivered, Failed or Exhausted)")
-            })
+        named(&DeliveryStatus::ALL, DeliveryStatus::as_str, s).ok_or_else(|| {
+            format!("unknown status {s:?} (expected Queued, Delivered, Failed or Exhausted)")
+        })
     }
 }
 

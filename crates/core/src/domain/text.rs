@@ -34,6 +34,14 @@ pub fn shown(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// The one of `all` whose name (`name_of`) is `text`, ignoring ASCII case:
+/// how the closed sets of names (methods, structures, statuses) are parsed.
+pub(crate) fn named<T: Copy>(all: &[T], name_of: fn(T) -> &'static str, text: &str) -> Option<T> {
+    all.iter()
+        .copied()
+        .find(|v| name_of(*v).eq_ignore_ascii_case(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

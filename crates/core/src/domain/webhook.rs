@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::at_rest::{self, OpenError, Purpose};
 use crate::domain::signing::{Secret, SigningKeys};
+use crate::domain::text::named;
 use crate::store::schema::webhooks;
 
 /// The HTTP methods a webhook may use.
@@ -26,6 +27,14 @@ pub enum Method {
 }
 
 impl Method {
+    pub const ALL: [Method; 5] = [
+        Method::Post,
+        Method::Put,
+        Method::Patch,
+        Method::Delete,
+        Method::Get,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Post => "POST",
@@ -40,16 +49,9 @@ impl Method {
 impl FromStr for Method {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_uppercase().as_str() {
-            "POST" => Ok(Method::Post),
-            "PUT" => Ok(Method::Put),
-            "PATCH" => Ok(Method::Patch),
-            "DELETE" => Ok(Method::Delete),
-            "GET" => Ok(Method::Get),
-            _ => Err(format!(
-                "unknown request method {s:?} (expected POST, PUT, PATCH, DELETE or GET)"
-            )),
-        }
+        named(&Method::ALL, Method::as_str, s).ok_or_else(|| {
+            format!("unknown request method {s:?} (expected POST, PUT, PATCH, DELETE or GET)")
+        })
     }
 }
 
@@ -63,6 +65,8 @@ pub enum Structure {
 }
 
 impl Structure {
+    pub const ALL: [Structure; 2] = [Structure::Json, Structure::Form];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Structure::Json => "json",
@@ -81,13 +85,8 @@ impl Structure {
 impl FromStr for Structure {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "json" => Ok(Structure::Json),
-            "form" => Ok(Structure::Form),
-            _ => Err(format!(
-                "unknown request structure {s:?} (expected json or form)"
-            )),
-        }
+        named(&Structure::ALL, Structure::as_str, s)
+            .ok_or_else(|| format!("unknown request structure {s:?} (expected json or form)"))
     }
 }
 
