@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus, DEFAULT_TIMEOUT};
 use hookfleet_core::queue::Job;
-use hookfleet_producer::{Batch, EmitError, Event};
+use hookfleet_producer::{EmitError, Event};
 use hookfleet_testkit::{
-    sales_order, sales_orders, spec, until, until_seen, FleetProcess, LocalPostgres, LocalRedis,
-    Receiver, Reply, TestEnv, PATIENCE,
+    sales_order, sales_orders, sales_orders_in, until, until_seen, FleetProcess, LocalPostgres,
+    LocalRedis, Ready, Receiver, Reply, Scenario, TestEnv, PATIENCE,
 };
 
 const KEY_TTL: Duration = Duration::from_secs(600);
@@ -33,6 +33,26 @@ fn all_of_n_delivered(rows: &[DeliveryLog], n: usize) -> bool {
     rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
 }
 
+/// Webhook `orders` posting to `/x` with a `timeout`, its receiver answering
+/// `reply`, and `events` Sales Orders emitted; no worker yet.
+async fn emitted_to(reply: Reply, timeout: Duration, events: usize) -> Ready {
+    let (env, rx) = Scenario::webhook("orders", "/x")
+        .replying(reply)
+        .with(|s| s.timeout = timeout)
+        .ready()
+        .await;
+    env.producer()
+        .emit_batch(sales_orders(events))
+        .await
+        .unwrap();
+    (env, rx)
+}
+
+/// Webhook `orders` posting to `/x` on `env` (a throwaway server's).
+async fn orders_on(env: TestEnv) -> Ready {
+    Scenario::webhook("orders", "/x").in_env(env).ready().await
+}
+
 fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
     let mut per_id = HashMap::new();
     for r in rx.requests() {
@@ -45,13 +65,8 @@ fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(1500)));
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(3);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(6)).await.unwrap();
+    let delayed = Reply::status(200).delayed(Duration::from_millis(1500));
+    let (env, rx) = emitted_to(delayed, Duration::from_secs(3), 6).await;
 
     let mut a = start_worker_process(
         &env,
@@ -115,11 +130,8 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_secs(2)));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    env.producer().emit_batch(sales_orders(5)).await.unwrap();
+    let delayed = Reply::status(200).delayed(Duration::from_secs(2));
+    let (env, rx) = emitted_to(delayed, DEFAULT_TIMEOUT, 5).await;
     let mut w = start_worker_process(&env, &["--concurrency", "8"]);
     rx.wait_for(5, PATIENCE).await;
     let signalled = Instant::now();
@@ -143,13 +155,7 @@ async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::hang());
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(10);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(3)).await.unwrap();
+    let (env, rx) = emitted_to(Reply::hang(), Duration::from_secs(10), 3).await;
     let mut w = start_worker_process(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
     rx.wait_for(3, PATIENCE).await;
     w.signal("-TERM");
@@ -169,13 +175,7 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::hang());
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(2);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(2)).await.unwrap();
+    let (env, rx) = emitted_to(Reply::hang(), Duration::from_secs(2), 2).await;
     let mut w = start_worker_process(
         &env,
         &[
@@ -232,10 +232,11 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_twice() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on_postgres(&pg.admin_url());
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = Scenario::webhook("orders", "/x")
+        .in_env(TestEnv::on_postgres(&pg.admin_url()))
+        .replying(Reply::status(200).delayed(Duration::from_millis(700)))
+        .ready()
+        .await;
     env.producer().emit_batch(sales_orders(30)).await.unwrap();
     let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     rx.wait_for(4, PATIENCE).await;
@@ -265,9 +266,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on_postgres(&pg.admin_url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, _rx) = orders_on(TestEnv::on_postgres(&pg.admin_url())).await;
     let producer = env.producer();
     producer
         .emit(Event::new(
@@ -302,9 +301,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the_grace() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let grace = Duration::from_secs(1);
     let report = env
         .producer_with_grace(grace)
@@ -330,9 +327,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let grace = Duration::from_secs(1);
     let producer = env.producer_with_grace(grace);
     redis.kill();
@@ -369,9 +364,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let producer = env.producer();
     let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     producer.emit_batch(sales_orders(3)).await.unwrap();
@@ -380,16 +373,7 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     // Deliberately an outage of a fixed length for the worker to ride out.
     tokio::time::sleep(Duration::from_secs(2)).await;
     redis.start_again();
-    let mut more = Batch::new();
-    for i in 3..6 {
-        let name = format!("SO-{i}");
-        more.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            sales_order(&name, 10.0),
-        ));
-    }
+    let more = sales_orders_in(3..6, 10.0);
     // The producer may skip Redis for a moment after its failure; retry the
     // emit's enqueue through the sweeper if so.
     let report = producer.emit_batch(more).await.unwrap();
