@@ -10,7 +10,7 @@ use hookfleet_core::queue::Job;
 use hookfleet_producer::{EmitError, Event};
 use hookfleet_testkit::{
     sales_order, sales_orders, sales_orders_in, until, until_seen, FleetProcess, LocalPostgres,
-    LocalRedis, Ready, Receiver, Reply, Scenario, TestEnv, PATIENCE,
+    LocalRedis, Ready, Reply, Scenario, TestEnv, PATIENCE,
 };
 
 const KEY_TTL: Duration = Duration::from_secs(600);
@@ -23,6 +23,16 @@ fn start_worker_process(env: &TestEnv, args: &[&str]) -> FleetProcess {
         .env("HOOKFLEET_ENDPOINT_CONCURRENCY", "1000")
         .env("RUST_LOG", "warn");
     FleetProcess::spawn(cmd)
+}
+
+/// `on_submit` of Sales Order SO-1, grand total 10.
+fn so_1() -> Event {
+    Event::new(
+        "Sales Order",
+        "on_submit",
+        "SO-1",
+        sales_order("SO-1", 10.0),
+    )
 }
 
 fn all_delivered(env: &TestEnv, n: usize) -> bool {
@@ -53,14 +63,30 @@ async fn orders_on(env: TestEnv) -> Ready {
     Scenario::webhook("orders", "/x").in_env(env).ready().await
 }
 
-fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
-    let mut per_id = HashMap::new();
-    for r in rx.requests() {
-        *per_id
-            .entry(r.header("webhook-id").unwrap_or("").to_string())
-            .or_insert(0) += 1;
-    }
-    per_id
+/// Starts worker B (`concurrency` slots, quick heartbeats and leases, so it
+/// soon finds what a dead worker held) and ticks a sweeper until all `n`
+/// rows are Delivered (`what`); returns B, still running.
+async fn recovering_worker(
+    env: &TestEnv,
+    concurrency: usize,
+    what: &str,
+    n: usize,
+) -> hookfleet_testkit::WorkerHandle {
+    let b = env.start_worker_tuned(concurrency, |c| {
+        c.heartbeat_ttl = Duration::from_secs(2);
+        c.lease_margin = Duration::from_secs(1);
+    });
+    let sweeper = env.sweeper(100, KEY_TTL);
+    until_seen(
+        what,
+        async || {
+            sweeper.tick().await.unwrap();
+            env.rows()
+        },
+        |rows| all_of_n_delivered(rows, n),
+    )
+    .await;
+    b
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,25 +115,12 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
         "A died mid-attempt"
     );
 
-    let b = env.start_worker_tuned(8, |c| {
-        c.heartbeat_ttl = Duration::from_secs(2);
-        c.lease_margin = Duration::from_secs(1);
-    });
-    let sweeper = env.sweeper(100, KEY_TTL);
-    until_seen(
-        "every row delivered by B",
-        async || {
-            sweeper.tick().await.unwrap();
-            env.rows()
-        },
-        |rows| all_of_n_delivered(rows, 6),
-    )
-    .await;
+    let b = recovering_worker(&env, 8, "every row delivered by B", 6).await;
     b.stop().await;
     // Every row was delivered by B's attempt; A's processing list is empty
     // and A is no longer registered.
     assert!(env.rows().iter().all(|r| r.attempts == 2));
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 6);
     assert!(
         per_id.values().all(|n| *n == 2),
@@ -211,20 +224,7 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
     );
 
     rx.reply_always(Reply::status(200));
-    let b = env.start_worker_tuned(4, |c| {
-        c.heartbeat_ttl = Duration::from_secs(2);
-        c.lease_margin = Duration::from_secs(1);
-    });
-    let sweeper = env.sweeper(100, KEY_TTL);
-    until_seen(
-        "every row recovered and delivered",
-        async || {
-            sweeper.tick().await.unwrap();
-            env.rows()
-        },
-        |rows| all_of_n_delivered(rows, 2),
-    )
-    .await;
+    let b = recovering_worker(&env, 4, "every row recovered and delivered", 2).await;
     assert_eq!(env.llen(&held[0]), 0, "recovered");
     b.stop().await;
 }
@@ -255,7 +255,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
 
     until("every row Delivered", || all_delivered(&env, 30)).await;
     worker.stop().await;
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 30, "none lost");
     assert!(
         per_id.values().all(|n| *n == 1),
@@ -278,15 +278,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
         .await
         .unwrap();
     pg.stop_immediately();
-    let err = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap_err();
+    let err = producer.emit(so_1()).await.unwrap_err();
     assert!(matches!(err, EmitError::Store(_)), "{err:?}");
     let text = err.to_string();
     assert!(
@@ -303,12 +295,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
     let mut redis = LocalRedis::start();
     let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let grace = Duration::from_secs(1);
-    let report = env
-        .producer_with_grace(grace)
-        .emit_batch(sales_orders(10))
-        .await
-        .unwrap();
-    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    env.emit_all_queued(sales_orders(10), grace).await;
     redis.restart();
     let worker = env.start_worker(8, hookfleet_core::domain::RetrySchedule::default());
     // Deliberately the grace itself: until it has passed the sweeper may not
@@ -319,7 +306,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
     assert_eq!(tick.enqueued, 10);
     until("every row Delivered", || all_delivered(&env, 10)).await;
     worker.stop().await;
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 10);
     assert!(per_id.values().all(|n| *n == 1));
 }
@@ -331,15 +318,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
     let grace = Duration::from_secs(1);
     let producer = env.producer_with_grace(grace);
     redis.kill();
-    let report = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap();
+    let report = producer.emit(so_1()).await.unwrap();
     let note = report
         .enqueue_error
         .clone()

@@ -1,7 +1,6 @@
 //! Retries that survive an outage: the schedule on the rows, the sweeper,
 //! the retry path in the worker, and the operator's replay.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -11,7 +10,8 @@ use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
 use hookfleet_core::store::deliveries;
 use hookfleet_testkit::{
-    sales_order, sales_orders, until, until_seen, Reply, Running, Scenario, TestEnv, PATIENCE,
+    assert_error_mentions, sales_order, sales_orders, until, until_seen, Reply, Running, Scenario,
+    TestEnv, PATIENCE,
 };
 
 const KEY_TTL: Duration = Duration::from_secs(600);
@@ -61,6 +61,15 @@ async fn fail_and_retry_once(name: &str, max_retries: i32) -> (Running, i64) {
     let id = first_attempt_settled(&running.0).await;
     retry_now(&running.0, id).await;
     (running, id)
+}
+
+/// Webhook `name` posting to `/x`, its receiver always answering 500, and a
+/// worker of two slots.
+async fn always_500(name: &str) -> Running {
+    Scenario::webhook(name, "/x")
+        .replying(Reply::status(500))
+        .start()
+        .await
 }
 
 /// Webhook `orders` posting to `/x`, its receiver answering `replies` first
@@ -113,12 +122,7 @@ async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signa
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     // The seed's bug: the retry's signature must verify too, not only the first's.
     assert!(got[0].signatures_verified());
-    assert!(
-        got[1].signatures_verified(),
-        "retry signatures: {:?} {:?}",
-        got[1].frappe_ok,
-        got[1].standard_ok
-    );
+    got[1].assert_signatures_verified("retry signatures");
     assert_eq!(env.attempts(id).len(), 2);
     worker.stop().await;
 }
@@ -129,11 +133,7 @@ async fn max_retries_one_is_exhausted_after_two_attempts() {
     let row = env.until_status(id, DeliveryStatus::Exhausted).await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
-    assert!(
-        row.error.as_deref().unwrap().contains("no retries left"),
-        "{:?}",
-        row.error
-    );
+    assert_error_mentions(&row, "no retries left");
     assert_eq!(rx.count(), 2);
     worker.stop().await;
 }
@@ -151,10 +151,7 @@ async fn max_retries_two_is_still_failed_after_two_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_an_hour_two_hours() {
-    let (env, _rx, worker) = Scenario::webhook("default", "/x")
-        .replying(Reply::status(500))
-        .start()
-        .await;
+    let (env, _rx, worker) = always_500("default").await;
     let id = emit_one(&env, "SO-1").await;
     let sweeper = env.sweeper(100, KEY_TTL);
     let mut delays = Vec::new();
@@ -202,10 +199,7 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
-    let (env, _rx, worker) = Scenario::webhook("orders", "/x")
-        .replying(Reply::status(500))
-        .start()
-        .await;
+    let (env, _rx, worker) = always_500("orders").await;
     let id = first_attempt_settled(&env).await;
     worker.stop().await;
     {
@@ -233,7 +227,7 @@ async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_
     env.set_enabled("orders", false);
     retry_now(&env, id).await;
     let row = env.until_status(id, DeliveryStatus::Exhausted).await;
-    assert!(row.error.as_deref().unwrap().contains("disabled"));
+    assert_error_mentions(&row, "disabled");
     assert_eq!(row.attempts, 1);
     assert_eq!(rx.count(), 1);
     worker.stop().await;
@@ -303,21 +297,13 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     rx.wait_for(2000, Duration::from_secs(60)).await;
     until_all_terminal(&env).await;
     worker.stop().await;
-    let mut per_id: HashMap<String, usize> = HashMap::new();
-    for r in &rx.requests()[first_round..] {
-        *per_id
-            .entry(r.header("webhook-id").unwrap().to_string())
-            .or_default() += 1;
-    }
+    let per_id = rx.per_webhook_id(first_round);
     assert_eq!(per_id.len(), 1000);
     assert!(
         per_id.values().all(|n| *n == 1),
         "a webhook-id arrived twice in the retry round"
     );
-    assert!(env
-        .rows()
-        .iter()
-        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 2));
+    assert!(env.all_delivered_after(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,12 +370,7 @@ async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_fir
 async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once() {
     let (env, rx) = Scenario::webhook("orders", "/x").ready().await;
     let grace = Duration::from_secs(1);
-    let report = env
-        .producer_with_grace(grace)
-        .emit_batch(sales_orders(100))
-        .await
-        .unwrap();
-    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    env.emit_all_queued(sales_orders(100), grace).await;
     env.lose_redis();
     assert!(env.keys().is_empty());
     let sweeper = env.sweeper(100, grace);
@@ -415,10 +396,7 @@ async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once
     ids.dedup();
     assert_eq!(ids.len(), 100, "none lost");
     assert_eq!(rx.count(), 100, "none doubled");
-    assert!(env
-        .rows()
-        .iter()
-        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 1));
+    assert!(env.all_delivered_after(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

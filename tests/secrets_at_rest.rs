@@ -16,7 +16,7 @@ use sha2::Sha256;
 use hookfleet_core::domain::at_rest::{self, Keyring};
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::domain::RetrySchedule;
-use hookfleet_testkit::{Received, Receiver, Reply, Run, TestEnv, ENTITY};
+use hookfleet_testkit::{webhook_add_args, Received, Receiver, Reply, Run, TestEnv, ENTITY};
 
 /// Test keys (32 bytes each, base64).
 const KEY_1: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
@@ -42,18 +42,7 @@ fn cli_with_keys(env: &TestEnv, key: Option<&str>, old: &[&str], args: &[&str]) 
 /// `hookfleet webhook add NAME` on Sales Order `on_submit` posting to `url`,
 /// with `extra` arguments after, and `key` (if any) as the current key.
 fn add_with_key(env: &TestEnv, key: Option<&str>, name: &str, url: &str, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "webhook",
-        "add",
-        name,
-        "--entity-type",
-        ENTITY,
-        "--event",
-        "on_submit",
-        "--url",
-        url,
-    ];
-    args.extend_from_slice(extra);
+    let args = webhook_add_args(name, ENTITY, "on_submit", url, extra);
     cli_with_keys(env, key, &[], &args)
 }
 
@@ -61,6 +50,14 @@ fn add_with_key(env: &TestEnv, key: Option<&str>, name: &str, url: &str, extra: 
 /// producer do).
 fn use_key(key: &str) {
     at_rest::install(Keyring::new(Some(key), &[]).expect("key"));
+}
+
+/// With `key` installed, a worker delivers SO-1 and stops.
+async fn deliver_so_1_with_key(env: &TestEnv, key: &str) {
+    use_key(key);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    env.submit_until("SO-1", DeliveryStatus::Delivered).await;
+    worker.stop().await;
 }
 
 /// Whether the official Standard Webhooks library accepts `request` for
@@ -108,6 +105,15 @@ fn frappe(secret: &str, body: &str) -> String {
     STANDARD.encode(mac.finalize().into_bytes())
 }
 
+/// Panics unless `request`'s Frappe header is the signature of its body
+/// for `secret`.
+fn assert_frappe_signed_by(request: &Received, secret: &str) {
+    assert_eq!(
+        request.header("x-frappe-webhook-signature"),
+        Some(frappe(secret, &request.body).as_str())
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value() {
     let env = TestEnv::new();
@@ -128,10 +134,7 @@ async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value(
     );
     assert_eq!(added.code, Some(0), "{added}");
     assert!(!added.stderr.contains("unencrypted"), "{added}");
-    use_key(KEY_1);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    env.submit_until("SO-1", DeliveryStatus::Delivered).await;
-    worker.stop().await;
+    deliver_so_1_with_key(&env, KEY_1).await;
 
     // Sent as they are...
     let sent = &rx.requests()[0];
@@ -231,10 +234,7 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
     let r = send("SO-1").await;
     assert!(standard_library_accepts(&r, SECRET_A));
     assert!(!standard_library_accepts(&r, SECRET_B));
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_A, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_A);
 
     // Rotation open: both sign the Standard Webhooks header; the Frappe
     // header, which carries one, keeps the old one receivers know.
@@ -250,20 +250,14 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
         standard_library_accepts(&r, SECRET_B),
         "new receivers already verify"
     );
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_A, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_A);
 
     // Finished: only the new one.
     cli(&["webhook", "rotate-finish", "api"]);
     let r = send("SO-3").await;
     assert!(standard_library_accepts(&r, SECRET_B));
     assert!(!standard_library_accepts(&r, SECRET_A));
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_B, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_B);
     let again = cli_with_keys(&env, Some(KEY_1), &[], &["webhook", "rotate-finish", "api"]);
     assert_eq!(again.code, Some(1), "no rotation is open: {again}");
 
@@ -280,10 +274,7 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
         !standard_library_accepts(&r, SECRET_A) && !standard_library_accepts(&r, SECRET_B),
         "no old secret comes back as a co-signer"
     );
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_C, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_C);
     worker.stop().await;
 }
 
@@ -339,10 +330,7 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
         .starts_with("hfenc:v1:"));
 
     // Only the new key is needed now.
-    use_key(KEY_2);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    env.submit_until("SO-1", DeliveryStatus::Delivered).await;
-    worker.stop().await;
+    deliver_so_1_with_key(&env, KEY_2).await;
     let r = &rx.requests()[0];
     assert_eq!(r.header("authorization"), Some("Bearer tok"));
     assert!(standard_library_accepts(r, SECRET_A));

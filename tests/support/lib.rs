@@ -54,6 +54,6 @@ pub use fixtures::{
 pub use instances::{LocalPostgres, LocalRedis};
 pub use process::{curl, free_port, FleetProcess, IngestProcess};
 pub use receiver::{Received, Receiver, Reply};
-pub use run::{blocking, delivery_ids, run_with_stdin, run_within, Run};
-pub use scenario::{Ready, Running, Scenario};
+pub use run::{blocking, delivery_ids, run_with_stdin, run_within, webhook_add_args, Run};
+pub use scenario::{assert_error_mentions, Ready, Running, Scenario};
 pub use wait::{until, until_blocking, until_seen, PATIENCE};

@@ -18,7 +18,9 @@
 use serde_json::Value;
 
 use hookfleet_core::domain::{DeliveryLog, DeliveryStatus, RetrySchedule, Secret, WebhookSpec};
-use hookfleet_producer::{EmitReport, Event};
+use std::time::Duration;
+
+use hookfleet_producer::{Batch, EmitReport, Event};
 
 use crate::env::{spec, TestEnv, WorkerHandle};
 use crate::fixtures::ENTITY;
@@ -177,6 +179,16 @@ impl Scenario {
     }
 }
 
+/// Panics, showing the row's error, unless the row has an error that
+/// mentions `what`.
+pub fn assert_error_mentions(row: &DeliveryLog, what: &str) {
+    assert!(
+        row.error.as_deref().expect("an error").contains(what),
+        "{what:?} not in {:?}",
+        row.error
+    );
+}
+
 /// The act steps that follow a scenario.
 impl TestEnv {
     /// Emits `event` of Sales Order `name` with `doc` as its document.
@@ -197,6 +209,33 @@ impl TestEnv {
     /// until its row is in `status`.
     pub async fn submit_until(&self, name: &str, status: DeliveryStatus) -> DeliveryLog {
         let report = self.submit(name).await;
+        self.until_status(report.deliveries[0].id, status).await
+    }
+
+    /// Emits `batch` with a producer whose Queued rows count as lost after
+    /// `grace`; panics unless every row's job was queued.
+    pub async fn emit_all_queued(&self, batch: Batch, grace: Duration) -> EmitReport {
+        let report = self
+            .producer_with_grace(grace)
+            .emit_batch(batch)
+            .await
+            .expect("emit");
+        assert!(report.deliveries.iter().all(|d| d.enqueued));
+        report
+    }
+
+    /// Whether every row of the test is Delivered after exactly `attempts`
+    /// attempts.
+    pub fn all_delivered_after(&self, attempts: i32) -> bool {
+        self.rows()
+            .iter()
+            .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == attempts)
+    }
+
+    /// Emits `on_submit` of Sales Order SO-1 with `doc` as its document (one
+    /// row expected), and waits until its row is in `status`.
+    pub async fn submit_doc_until(&self, doc: Value, status: DeliveryStatus) -> DeliveryLog {
+        let report = self.emit_doc("on_submit", "SO-1", doc).await;
         self.until_status(report.deliveries[0].id, status).await
     }
 
