@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use hookfleet_core::domain::DeliveryStatus;
-use hookfleet_testkit::{blocking, delivery_ids, Receiver, TestEnv, ENTITY};
+use hookfleet_testkit::{blocking, delivery_ids, Scenario, ENTITY};
 
 // ---------------------------------------------------------------------------
 // 1. The reading commands reflect what was emitted.
@@ -14,8 +14,7 @@ use hookfleet_testkit::{blocking, delivery_ids, Receiver, TestEnv, ENTITY};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_list_show_and_stats_reflect_what_was_emitted() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
+    let (env, rx) = Scenario::new().ready().await;
     let approve_url = rx.url("/approve");
     blocking(|| {
         env.add_quiet_webhook("orders", "on_submit");
@@ -142,8 +141,7 @@ async fn delivery_list_show_and_stats_reflect_what_was_emitted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_retry_refuses_a_delivered_row_without_force() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
+    let (env, rx) = Scenario::new().ready().await;
     let url = rx.url("/approve");
     blocking(|| {
         env.webhook_add("approve", ENTITY, "workflow_transition", &url, &[])

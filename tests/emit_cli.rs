@@ -24,22 +24,9 @@ fn emit_with_a_doc_file_prints_the_created_rows_as_json() {
     env.add_quiet_webhook("crm", "on_submit");
     let doc = json!({"name": "SO-1", "customer": "ACME", "grand_total": 12.5});
     let file = TempFile::new(doc.to_string());
-    let report = env
-        .producer_cli(
-            &[
-                "emit",
-                "--entity-type",
-                "Sales Order",
-                "--event",
-                "on_submit",
-                "--name",
-                "SO-1",
-                "--doc",
-                file.path(),
-                "--json",
-            ],
-            None,
-        )
+    let mut cmd = env.emit_command("on_submit", "SO-1");
+    cmd.args(["--doc", file.path()]);
+    let report = hookfleet_testkit::run_with_stdin(cmd, None)
         .ok("emit")
         .json();
 

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
+use hookfleet_core::domain::{DeliveryLog, DeliveryStatus, DEFAULT_TIMEOUT};
 use hookfleet_core::queue::Job;
-use hookfleet_producer::{Batch, EmitError, Event};
+use hookfleet_producer::{EmitError, Event};
 use hookfleet_testkit::{
-    sales_order, sales_orders, spec, until, until_seen, FleetProcess, LocalPostgres, LocalRedis,
-    Receiver, Reply, TestEnv, PATIENCE,
+    sales_order, sales_orders, sales_orders_in, until, until_seen, FleetProcess, LocalPostgres,
+    LocalRedis, Ready, Reply, Scenario, TestEnv, PATIENCE,
 };
 
 const KEY_TTL: Duration = Duration::from_secs(600);
@@ -25,6 +25,16 @@ fn start_worker_process(env: &TestEnv, args: &[&str]) -> FleetProcess {
     FleetProcess::spawn(cmd)
 }
 
+/// `on_submit` of Sales Order SO-1, grand total 10.
+fn so_1() -> Event {
+    Event::new(
+        "Sales Order",
+        "on_submit",
+        "SO-1",
+        sales_order("SO-1", 10.0),
+    )
+}
+
 fn all_delivered(env: &TestEnv, n: usize) -> bool {
     all_of_n_delivered(&env.rows(), n)
 }
@@ -33,25 +43,56 @@ fn all_of_n_delivered(rows: &[DeliveryLog], n: usize) -> bool {
     rows.len() == n && rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
 }
 
-fn receipts_per_id(rx: &Receiver) -> HashMap<String, usize> {
-    let mut per_id = HashMap::new();
-    for r in rx.requests() {
-        *per_id
-            .entry(r.header("webhook-id").unwrap_or("").to_string())
-            .or_insert(0) += 1;
-    }
-    per_id
+/// Webhook `orders` posting to `/x` with a `timeout`, its receiver answering
+/// `reply`, and `events` Sales Orders emitted; no worker yet.
+async fn emitted_to(reply: Reply, timeout: Duration, events: usize) -> Ready {
+    let (env, rx) = Scenario::webhook("orders", "/x")
+        .replying(reply)
+        .with(|s| s.timeout = timeout)
+        .ready()
+        .await;
+    env.producer()
+        .emit_batch(sales_orders(events))
+        .await
+        .unwrap();
+    (env, rx)
+}
+
+/// Webhook `orders` posting to `/x` on `env` (a throwaway server's).
+async fn orders_on(env: TestEnv) -> Ready {
+    Scenario::webhook("orders", "/x").in_env(env).ready().await
+}
+
+/// Starts worker B (`concurrency` slots, quick heartbeats and leases, so it
+/// soon finds what a dead worker held) and ticks a sweeper until all `n`
+/// rows are Delivered (`what`); returns B, still running.
+async fn recovering_worker(
+    env: &TestEnv,
+    concurrency: usize,
+    what: &str,
+    n: usize,
+) -> hookfleet_testkit::WorkerHandle {
+    let b = env.start_worker_tuned(concurrency, |c| {
+        c.heartbeat_ttl = Duration::from_secs(2);
+        c.lease_margin = Duration::from_secs(1);
+    });
+    let sweeper = env.sweeper(100, KEY_TTL);
+    until_seen(
+        what,
+        async || {
+            sweeper.tick().await.unwrap();
+            env.rows()
+        },
+        |rows| all_of_n_delivered(rows, n),
+    )
+    .await;
+    b
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(1500)));
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(3);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(6)).await.unwrap();
+    let delayed = Reply::status(200).delayed(Duration::from_millis(1500));
+    let (env, rx) = emitted_to(delayed, Duration::from_secs(3), 6).await;
 
     let mut a = start_worker_process(
         &env,
@@ -74,25 +115,12 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
         "A died mid-attempt"
     );
 
-    let b = env.start_worker_tuned(8, |c| {
-        c.heartbeat_ttl = Duration::from_secs(2);
-        c.lease_margin = Duration::from_secs(1);
-    });
-    let sweeper = env.sweeper(100, KEY_TTL);
-    until_seen(
-        "every row delivered by B",
-        async || {
-            sweeper.tick().await.unwrap();
-            env.rows()
-        },
-        |rows| all_of_n_delivered(rows, 6),
-    )
-    .await;
+    let b = recovering_worker(&env, 8, "every row delivered by B", 6).await;
     b.stop().await;
     // Every row was delivered by B's attempt; A's processing list is empty
     // and A is no longer registered.
     assert!(env.rows().iter().all(|r| r.attempts == 2));
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 6);
     assert!(
         per_id.values().all(|n| *n == 2),
@@ -115,11 +143,8 @@ async fn a_worker_killed_while_holding_jobs_has_them_delivered_by_another_worker
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_secs(2)));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    env.producer().emit_batch(sales_orders(5)).await.unwrap();
+    let delayed = Reply::status(200).delayed(Duration::from_secs(2));
+    let (env, rx) = emitted_to(delayed, DEFAULT_TIMEOUT, 5).await;
     let mut w = start_worker_process(&env, &["--concurrency", "8"]);
     rx.wait_for(5, PATIENCE).await;
     let signalled = Instant::now();
@@ -143,13 +168,7 @@ async fn sigterm_lets_slow_deliveries_in_flight_finish_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::hang());
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(10);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(3)).await.unwrap();
+    let (env, rx) = emitted_to(Reply::hang(), Duration::from_secs(10), 3).await;
     let mut w = start_worker_process(&env, &["--concurrency", "8", "--drain-timeout", "1s"]);
     rx.wait_for(3, PATIENCE).await;
     w.signal("-TERM");
@@ -169,13 +188,7 @@ async fn a_drain_that_times_out_puts_the_unfinished_jobs_back_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::hang());
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.timeout = Duration::from_secs(2);
-    env.add_webhook(&s);
-    env.producer().emit_batch(sales_orders(2)).await.unwrap();
+    let (env, rx) = emitted_to(Reply::hang(), Duration::from_secs(2), 2).await;
     let mut w = start_worker_process(
         &env,
         &[
@@ -211,20 +224,7 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
     );
 
     rx.reply_always(Reply::status(200));
-    let b = env.start_worker_tuned(4, |c| {
-        c.heartbeat_ttl = Duration::from_secs(2);
-        c.lease_margin = Duration::from_secs(1);
-    });
-    let sweeper = env.sweeper(100, KEY_TTL);
-    until_seen(
-        "every row recovered and delivered",
-        async || {
-            sweeper.tick().await.unwrap();
-            env.rows()
-        },
-        |rows| all_of_n_delivered(rows, 2),
-    )
-    .await;
+    let b = recovering_worker(&env, 4, "every row recovered and delivered", 2).await;
     assert_eq!(env.llen(&held[0]), 0, "recovered");
     b.stop().await;
 }
@@ -232,10 +232,11 @@ async fn a_second_signal_stops_at_once_and_the_reaper_recovers_what_was_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_twice() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on_postgres(&pg.admin_url());
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(700)));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = Scenario::webhook("orders", "/x")
+        .in_env(TestEnv::on_postgres(&pg.admin_url()))
+        .replying(Reply::status(200).delayed(Duration::from_millis(700)))
+        .ready()
+        .await;
     env.producer().emit_batch(sales_orders(30)).await.unwrap();
     let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     rx.wait_for(4, PATIENCE).await;
@@ -254,7 +255,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
 
     until("every row Delivered", || all_delivered(&env, 30)).await;
     worker.stop().await;
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 30, "none lost");
     assert!(
         per_id.values().all(|n| *n == 1),
@@ -265,9 +266,7 @@ async fn cutting_postgres_during_outcome_writes_loses_nothing_and_sends_nothing_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
     let pg = LocalPostgres::start();
-    let env = TestEnv::on_postgres(&pg.admin_url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, _rx) = orders_on(TestEnv::on_postgres(&pg.admin_url())).await;
     let producer = env.producer();
     producer
         .emit(Event::new(
@@ -279,15 +278,7 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
         .await
         .unwrap();
     pg.stop_immediately();
-    let err = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap_err();
+    let err = producer.emit(so_1()).await.unwrap_err();
     assert!(matches!(err, EmitError::Store(_)), "{err:?}");
     let text = err.to_string();
     assert!(
@@ -302,16 +293,9 @@ async fn emit_fails_clearly_while_postgres_is_down_and_records_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the_grace() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let grace = Duration::from_secs(1);
-    let report = env
-        .producer_with_grace(grace)
-        .emit_batch(sales_orders(10))
-        .await
-        .unwrap();
-    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    env.emit_all_queued(sales_orders(10), grace).await;
     redis.restart();
     let worker = env.start_worker(8, hookfleet_core::domain::RetrySchedule::default());
     // Deliberately the grace itself: until it has passed the sweeper may not
@@ -322,7 +306,7 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
     assert_eq!(tick.enqueued, 10);
     until("every row Delivered", || all_delivered(&env, 10)).await;
     worker.stop().await;
-    let per_id = receipts_per_id(&rx);
+    let per_id = rx.per_webhook_id(0);
     assert_eq!(per_id.len(), 10);
     assert!(per_id.values().all(|n| *n == 1));
 }
@@ -330,21 +314,11 @@ async fn a_redis_restart_between_emit_and_pop_is_healed_by_the_sweeper_after_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let grace = Duration::from_secs(1);
     let producer = env.producer_with_grace(grace);
     redis.kill();
-    let report = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap();
+    let report = producer.emit(so_1()).await.unwrap();
     let note = report
         .enqueue_error
         .clone()
@@ -369,9 +343,7 @@ async fn an_emit_while_redis_is_down_succeeds_and_says_the_sweeper_will_send_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     let mut redis = LocalRedis::start();
-    let env = TestEnv::on_redis(&redis.url());
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = orders_on(TestEnv::on_redis(&redis.url())).await;
     let producer = env.producer();
     let worker = env.start_worker(4, hookfleet_core::domain::RetrySchedule::default());
     producer.emit_batch(sales_orders(3)).await.unwrap();
@@ -380,16 +352,7 @@ async fn a_worker_rides_out_a_redis_restart_and_keeps_delivering() {
     // Deliberately an outage of a fixed length for the worker to ride out.
     tokio::time::sleep(Duration::from_secs(2)).await;
     redis.start_again();
-    let mut more = Batch::new();
-    for i in 3..6 {
-        let name = format!("SO-{i}");
-        more.push(Event::new(
-            "Sales Order",
-            "on_submit",
-            &name,
-            sales_order(&name, 10.0),
-        ));
-    }
+    let more = sales_orders_in(3..6, 10.0);
     // The producer may skip Redis for a moment after its failure; retry the
     // emit's enqueue through the sweeper if so.
     let report = producer.emit_batch(more).await.unwrap();

@@ -7,48 +7,33 @@ use chrono::Utc;
 use serde_json::json;
 
 use hookfleet_core::domain::RetrySchedule;
-use hookfleet_core::domain::Secret;
 use hookfleet_core::domain::{DeliveryStatus, FieldMapping, Structure};
 use hookfleet_producer::{Batch, EmitError, Event};
-use hookfleet_testkit::{sales_order, sales_orders, spec, Receiver, Reply, TestEnv, PATIENCE};
+use hookfleet_testkit::{
+    assert_error_mentions, sales_order, sales_orders, Reply, Scenario, PATIENCE,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.verify_with(&["s3cret"]);
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/hook"));
-    s.secret = Some(Secret::new("s3cret"));
-    env.add_webhook(&s);
-    let worker = env.start_worker(4, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("orders", "/hook")
+        .signed("s3cret")
+        .concurrency(4)
+        .start()
+        .await;
 
     let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap();
+        .emit_doc("on_submit", "SO-1", sales_order("SO-1", 10.0))
+        .await;
     assert_eq!(report.deliveries.len(), 1);
     let id = report.deliveries[0].id;
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    let row = env.until_status(id, DeliveryStatus::Delivered).await;
     assert_eq!(row.attempts, 1);
     assert!(row.next_retry.is_none());
     assert_eq!(row.response_code, Some(200));
 
     let got = rx.requests();
     assert_eq!(got.len(), 1);
-    assert!(
-        got[0].signatures_verified(),
-        "signatures: {:?} {:?}",
-        got[0].frappe_ok,
-        got[0].standard_ok
-    );
+    got[0].assert_signatures_verified("signatures");
     assert_eq!(
         got[0].header("webhook-id"),
         Some(report.deliveries[0].event_id.as_str())
@@ -59,25 +44,16 @@ async fn a_2xx_marks_the_row_delivered_and_the_receiver_verifies_both_signatures
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("on", "Sales Order", "on_submit", &rx.url("/on")));
-    let mut off = spec("off", "Sales Order", "on_submit", &rx.url("/off"));
-    off.enabled = false;
-    env.add_webhook(&off);
-    env.add_webhook(&spec(
-        "other-event",
-        "Sales Order",
-        "on_cancel",
-        &rx.url("/cancel"),
-    ));
-    env.add_webhook(&spec(
-        "other-type",
-        "Invoice",
-        "on_submit",
-        &rx.url("/invoice"),
-    ));
-    let worker = env.start_worker(4, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("on", "/on")
+        .and_webhook("off", "/off")
+        .with(|s| s.enabled = false)
+        .and_webhook("other-event", "/cancel")
+        .on("on_cancel")
+        .and_webhook("other-type", "/invoice")
+        .with(|s| s.entity_type = "Invoice".into())
+        .concurrency(4)
+        .start()
+        .await;
 
     let report = env.submit("SO-1").await;
     assert_eq!(
@@ -88,10 +64,8 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
             .collect::<Vec<_>>(),
         vec!["on"]
     );
-    env.until_row(report.deliveries[0].id, |r| {
-        r.status == DeliveryStatus::Delivered
-    })
-    .await;
+    env.until_status(report.deliveries[0].id, DeliveryStatus::Delivered)
+        .await;
     let paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, vec!["/on"]);
     assert_eq!(env.rows().len(), 1);
@@ -100,69 +74,49 @@ async fn only_enabled_webhooks_matching_entity_type_and_event_fire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_condition_decides_whether_an_event_is_delivered() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let mut s = spec("big-orders", "Sales Order", "on_submit", &rx.url("/big"));
-    s.condition = Some("doc.grand_total > 100".into());
-    env.add_webhook(&s);
-    let producer = env.producer();
+    let (env, _rx) = Scenario::webhook("big-orders", "/big")
+        .with(|s| s.condition = Some("doc.grand_total > 100".into()))
+        .ready()
+        .await;
 
-    let small = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 5.0),
-        ))
-        .await
-        .unwrap();
+    let small = env
+        .emit_doc("on_submit", "SO-1", sales_order("SO-1", 5.0))
+        .await;
     assert!(small.deliveries.is_empty(), "condition false: no row");
-    let big = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-2",
-            sales_order("SO-2", 500.0),
-        ))
-        .await
-        .unwrap();
+    let big = env
+        .emit_doc("on_submit", "SO-2", sales_order("SO-2", 500.0))
+        .await;
     assert_eq!(big.deliveries.len(), 1, "condition true: one row");
     assert_eq!(env.rows().len(), 1);
     assert_eq!(env.rows()[0].entity_name, "SO-2");
 }
 
+/// Field `field` of the document, sent under `key`.
+fn mapping((field, key): (&str, &str)) -> FieldMapping {
+    FieldMapping {
+        field: field.into(),
+        key: key.into(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_body_is_exactly_the_selected_fields_url_encoded() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let mut s = spec("form", "Sales Order", "on_submit", &rx.url("/form"));
-    s.structure = Structure::Form;
-    s.fields = vec![
-        FieldMapping {
-            field: "name".into(),
-            key: "order".into(),
-        },
-        FieldMapping {
-            field: "customer".into(),
-            key: "customer name".into(),
-        },
-        FieldMapping {
-            field: "grand_total".into(),
-            key: "total".into(),
-        },
+    let fields = [
+        ("name", "order"),
+        ("customer", "customer name"),
+        ("grand_total", "total"),
     ];
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("form", "/form")
+        .with(|s| {
+            s.structure = Structure::Form;
+            s.fields = fields.into_iter().map(mapping).collect();
+        })
+        .start()
+        .await;
     let doc = json!({"name": "SO-1", "customer": "A&B Co", "grand_total": 12.5, "secret_field": "not sent"});
-    let report = env
-        .producer()
-        .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
-        .await
-        .unwrap();
-    env.until_row(report.deliveries[0].id, |r| {
-        r.status == DeliveryStatus::Delivered
-    })
-    .await;
+    let report = env.emit_doc("on_submit", "SO-1", doc).await;
+    env.until_status(report.deliveries[0].id, DeliveryStatus::Delivered)
+        .await;
     let got = &rx.requests()[0];
     assert_eq!(got.body, "order=SO-1&customer+name=A%26B+Co&total=12.5");
     assert_eq!(
@@ -174,29 +128,23 @@ async fn a_form_body_is_exactly_the_selected_fields_url_encoded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let mut obj = spec("object", "Sales Order", "on_submit", &rx.url("/object"));
-    obj.body_template = Some(r#"{"order": "{{ doc.name }}", "total": {{ doc.grand_total }}, "items": {{ doc["items"] | tojson }}}"#.into());
-    obj.headers = vec![hookfleet_core::domain::Header {
-        key: "X-Tenant".into(),
-        value: "acme".into(),
-    }];
-    env.add_webhook(&obj);
-    let mut arr = spec("array", "Sales Order", "on_submit", &rx.url("/array"));
-    arr.body_template = Some(r#"[{% for i in doc["items"] %}{"sku": "{{ i.sku }}"}{% if not loop.last %},{% endif %}{% endfor %}]"#.into());
-    env.add_webhook(&arr);
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("object", "/object")
+        .with(|obj| {
+            obj.body_template = Some(r#"{"order": "{{ doc.name }}", "total": {{ doc.grand_total }}, "items": {{ doc["items"] | tojson }}}"#.into());
+            obj.headers = vec![hookfleet_core::domain::Header {
+                key: "X-Tenant".into(),
+                value: "acme".into(),
+            }];
+        })
+        .and_webhook("array", "/array")
+        .with(|arr| arr.body_template = Some(r#"[{% for i in doc["items"] %}{"sku": "{{ i.sku }}"}{% if not loop.last %},{% endif %}{% endfor %}]"#.into()))
+        .start()
+        .await;
 
     let doc = json!({"name": "SO-9", "grand_total": 42, "items": [{"sku": "A"}, {"sku": "B"}]});
-    let report = env
-        .producer()
-        .emit(Event::new("Sales Order", "on_submit", "SO-9", doc))
-        .await
-        .unwrap();
+    let report = env.emit_doc("on_submit", "SO-9", doc).await;
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
-            .await;
+        env.until_status(d.id, DeliveryStatus::Delivered).await;
     }
     let by_path = |p: &str| rx.requests().into_iter().find(|r| r.path == p).unwrap();
     assert_eq!(
@@ -230,27 +178,14 @@ async fn json_templates_render_objects_and_arrays_and_the_row_freezes_the_reques
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let mut dynamic = spec(
-        "dynamic",
-        "Sales Order",
-        "on_submit",
-        &format!("{}/{{{{ doc.customer }}}}/orders", rx.url("")),
-    );
-    dynamic.dynamic_url = true;
-    env.add_webhook(&dynamic);
-    env.add_webhook(&spec(
-        "static",
-        "Sales Order",
-        "on_submit",
-        &rx.url("/{{ doc.customer }}"),
-    ));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("dynamic", "/{{ doc.customer }}/orders")
+        .with(|s| s.dynamic_url = true)
+        .and_webhook("static", "/{{ doc.customer }}")
+        .start()
+        .await;
     let report = env.submit("SO-1").await;
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
-            .await;
+        env.until_status(d.id, DeliveryStatus::Delivered).await;
     }
     let mut paths: Vec<String> = rx.requests().iter().map(|r| r.path.clone()).collect();
     paths.sort();
@@ -263,17 +198,11 @@ async fn a_dynamic_url_is_rendered_from_the_document_and_a_static_one_is_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_schedules_a_retry_in_five_minutes() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500).body("boom"));
-    env.add_webhook(&spec("down", "Sales Order", "on_submit", &rx.url("/down")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env.submit("SO-1").await;
-    let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Failed
-        })
+    let (env, rx, worker) = Scenario::webhook("down", "/down")
+        .replying(Reply::status(500).body("boom"))
+        .start()
         .await;
+    let row = env.submit_until("SO-1", DeliveryStatus::Failed).await;
     assert_eq!(row.attempts, 1);
     assert_eq!(row.response_code, Some(500));
     assert_eq!(row.response_body.as_deref(), Some(&b"boom"[..]));
@@ -291,49 +220,27 @@ async fn a_500_schedules_a_retry_in_five_minutes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_retries_zero_makes_a_failure_final() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(503));
-    let mut s = spec("once", "Sales Order", "on_submit", &rx.url("/once"));
-    s.max_retries = 0;
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env.submit("SO-1").await;
-    let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Exhausted
-        })
+    let (env, _rx, worker) = Scenario::webhook("once", "/once")
+        .replying(Reply::status(503))
+        .with(|s| s.max_retries = 0)
+        .start()
         .await;
+    let row = env.submit_until("SO-1", DeliveryStatus::Exhausted).await;
     assert!(row.next_retry.is_none());
     assert_eq!(row.attempts, 1);
-    assert!(
-        row.error.as_deref().unwrap().contains("HTTP 503"),
-        "{:?}",
-        row.error
-    );
+    assert_error_mentions(&row, "HTTP 503");
     worker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the_timeout() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::hang());
-    let mut s = spec("hangs", "Sales Order", "on_submit", &rx.url("/hang"));
-    s.timeout = Duration::from_secs(1);
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env.submit("SO-1").await;
-    let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Failed
-        })
+    let (env, rx, worker) = Scenario::webhook("hangs", "/hang")
+        .replying(Reply::hang())
+        .with(|s| s.timeout = Duration::from_secs(1))
+        .start()
         .await;
-    assert!(
-        row.error.as_deref().unwrap().contains("timed out"),
-        "{:?}",
-        row.error
-    );
+    let row = env.submit_until("SO-1", DeliveryStatus::Failed).await;
+    assert_error_mentions(&row, "timed out");
     let took = env.attempts(row.id)[0].duration_ms;
     assert!(
         (900..3000).contains(&took),
@@ -348,38 +255,27 @@ async fn a_hanging_receiver_gets_exactly_one_request_and_the_row_fails_after_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_410_gone_is_final() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(410));
-    env.add_webhook(&spec("gone", "Sales Order", "on_submit", &rx.url("/gone")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env.submit("SO-1").await;
-    let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Exhausted
-        })
+    let (env, _rx, worker) = Scenario::webhook("gone", "/gone")
+        .replying(Reply::status(410))
+        .start()
         .await;
+    let row = env.submit_until("SO-1", DeliveryStatus::Exhausted).await;
     assert!(row.next_retry.is_none());
-    assert!(row.error.as_deref().unwrap().contains("410"));
+    assert_error_mentions(&row, "410");
     worker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_that_fails_at_render_time_is_recorded_exhausted_without_a_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let mut s = spec("bad-render", "Sales Order", "on_submit", &rx.url("/x"));
     // Valid on the sample document (a missing field renders as null) but
     // not JSON when the real document lacks the field: `{"total": }`.
-    s.body_template = Some(r#"{"total": {{ doc.grand_total }}}"#.into());
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let doc = json!({"name": "SO-1"});
+    let (env, rx, worker) = Scenario::webhook("bad-render", "/x")
+        .with(|s| s.body_template = Some(r#"{"total": {{ doc.grand_total }}}"#.into()))
+        .start()
+        .await;
     let report = env
-        .producer()
-        .emit(Event::new("Sales Order", "on_submit", "SO-1", doc))
-        .await
-        .unwrap();
+        .emit_doc("on_submit", "SO-1", json!({"name": "SO-1"}))
+        .await;
     assert_eq!(report.deliveries.len(), 1);
     let d = &report.deliveries[0];
     assert_eq!(d.status.as_str(), "Exhausted");
@@ -402,15 +298,11 @@ async fn a_template_that_fails_at_render_time_is_recorded_exhausted_without_a_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    env.add_webhook(&spec(
-        "approve",
-        "Sales Order",
-        "workflow_transition",
-        &rx.url("/wf"),
-    ));
+    let (env, rx) = Scenario::webhook("approve", "/wf")
+        .on("workflow_transition")
+        .replying(Reply::status(500))
+        .ready()
+        .await;
     let err = env
         .producer()
         .emit(Event::new(
@@ -436,24 +328,13 @@ async fn a_failed_workflow_transition_returns_the_error_after_exactly_one_reques
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successful_workflow_transition_is_delivered_synchronously() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec(
-        "approve",
-        "Sales Order",
-        "workflow_transition",
-        &rx.url("/wf"),
-    ));
+    let (env, rx) = Scenario::webhook("approve", "/wf")
+        .on("workflow_transition")
+        .ready()
+        .await;
     let report = env
-        .producer()
-        .emit(Event::new(
-            "Sales Order",
-            "workflow_transition",
-            "SO-1",
-            sales_order("SO-1", 1.0),
-        ))
-        .await
-        .unwrap();
+        .emit_doc("workflow_transition", "SO-1", sales_order("SO-1", 1.0))
+        .await;
     assert_eq!(report.deliveries[0].status.as_str(), "Delivered");
     assert_eq!(
         env.row(report.deliveries[0].id).status,
@@ -464,46 +345,29 @@ async fn a_successful_workflow_transition_is_delivered_synchronously() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_state() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec(
-        "changes",
-        "Sales Order",
-        "on_update",
-        &rx.url("/changes"),
-    ));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("changes", "/changes")
+        .on("on_update")
+        .start()
+        .await;
     let mut batch = Batch::new();
-    batch.push(Event::new(
-        "Sales Order",
-        "after_insert",
-        "SO-1",
-        sales_order("SO-1", 1.0),
-    ));
-    batch.push(Event::new(
-        "Sales Order",
-        "on_update",
-        "SO-1",
-        sales_order("SO-1", 2.0),
-    ));
-    batch.push(Event::new(
-        "Sales Order",
-        "on_update",
-        "SO-1",
-        sales_order("SO-1", 3.0),
-    ));
-    batch.push(Event::new(
-        "Sales Order",
-        "on_update",
-        "SO-2",
-        sales_order("SO-2", 7.0),
-    ));
+    for (event, name, total) in [
+        ("after_insert", "SO-1", 1.0),
+        ("on_update", "SO-1", 2.0),
+        ("on_update", "SO-1", 3.0),
+        ("on_update", "SO-2", 7.0),
+    ] {
+        batch.push(Event::new(
+            "Sales Order",
+            event,
+            name,
+            sales_order(name, total),
+        ));
+    }
     let report = env.producer().emit_batch(batch).await.unwrap();
     assert_eq!(report.deliveries.len(), 2, "one per document");
     assert_eq!(report.superseded, 1);
     for d in &report.deliveries {
-        env.until_row(d.id, |r| r.status == DeliveryStatus::Delivered)
-            .await;
+        env.until_status(d.id, DeliveryStatus::Delivered).await;
     }
     let got = rx.requests();
     assert_eq!(got.len(), 2);
@@ -514,13 +378,11 @@ async fn a_batch_with_an_insert_and_several_saves_delivers_once_with_the_final_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_four_never_puts_more_than_four_requests_in_flight() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(300)));
-    env.add_webhook(&spec("slow", "Sales Order", "on_submit", &rx.url("/slow")));
-    let producer = env.producer();
-    let batch = sales_orders(24);
-    producer.emit_batch(batch).await.unwrap();
+    let (env, rx) = Scenario::webhook("slow", "/slow")
+        .replying(Reply::status(200).delayed(Duration::from_millis(300)))
+        .ready()
+        .await;
+    env.producer().emit_batch(sales_orders(24)).await.unwrap();
     let worker = env.start_worker(4, RetrySchedule::default());
     rx.wait_for(24, PATIENCE).await;
     let stats = worker.stop().await;
@@ -530,9 +392,7 @@ async fn concurrency_four_never_puts_more_than_four_requests_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
+    let (env, _rx) = Scenario::webhook("orders", "/ok").ready().await;
     env.push_jobs(
         "default",
         [
@@ -543,10 +403,8 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
     );
     let worker = env.start_worker(2, RetrySchedule::default());
     let report = env.submit("SO-1").await;
-    env.until_row(report.deliveries[0].id, |r| {
-        r.status == DeliveryStatus::Delivered
-    })
-    .await;
+    env.until_status(report.deliveries[0].id, DeliveryStatus::Delivered)
+        .await;
     let stats = worker.stop().await;
     assert_eq!(stats.dead_lettered, 3);
     let dead = env.queue.dead().list(10).await.unwrap();
@@ -580,22 +438,14 @@ async fn a_poison_job_goes_to_the_dead_letter_list_and_the_worker_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_disabled_after_the_event_is_exhausted_without_a_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/ok")));
+    let (env, rx) = Scenario::webhook("orders", "/ok").ready().await;
     let report = env.submit("SO-1").await;
     env.set_enabled("orders", false);
     let worker = env.start_worker(2, RetrySchedule::default());
     let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Exhausted
-        })
+        .until_status(report.deliveries[0].id, DeliveryStatus::Exhausted)
         .await;
-    assert!(
-        row.error.as_deref().unwrap().contains("disabled"),
-        "{:?}",
-        row.error
-    );
+    assert_error_mentions(&row, "disabled");
     assert_eq!(rx.count(), 0);
     worker.stop().await;
 }

@@ -151,19 +151,16 @@ async fn a_dead_workers_leases_expire_and_the_rate_bucket_refills() {
 
     // A lease with a shorter life (another worker's timeout) never cuts a
     // longer one short.
-    let long = env
-        .queue
-        .fleet()
-        .admit(11, Some(5), None, 1, "long", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let one_lease = async |holder: &str, life: Duration| {
+        let fleet = env.queue.fleet();
+        fleet
+            .admit(11, Some(5), None, 1, holder, life)
+            .await
+            .unwrap()
+    };
+    let long = one_lease("long", Duration::from_secs(10)).await;
     assert_eq!(long.granted, 1);
-    let short = env
-        .queue
-        .fleet()
-        .admit(11, Some(5), None, 1, "short", Duration::from_millis(100))
-        .await
-        .unwrap();
+    let short = one_lease("short", Duration::from_millis(100)).await;
     assert_eq!(short.granted, 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use hookfleet_producer::{Batch, Event};
-use hookfleet_testkit::{spec, until, Receiver, Reply, TestEnv, PATIENCE};
+use hookfleet_testkit::{until, Ready, Receiver, Reply, Scenario, TestEnv, PATIENCE};
 
 fn events(entity: &str, n: usize) -> Vec<Event> {
     (0..n)
@@ -17,18 +17,38 @@ fn events(entity: &str, n: usize) -> Vec<Event> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(200)));
-    let mut s = spec("limited", "Order", "on_submit", &rx.url("/limited"));
-    s.max_concurrency = Some(2);
-    env.add_webhook(&s);
+/// `events` as one batch.
+fn batch_of(events: impl IntoIterator<Item = Event>) -> Batch {
     let mut batch = Batch::new();
-    for e in events("Order", 12) {
+    for e in events {
         batch.push(e);
     }
+    batch
+}
+
+/// Webhook `hangs` on Invoice posting to a receiver that never answers,
+/// with a `timeout` and no retries.
+async fn hanging_invoices(timeout: Duration) -> Ready {
+    Scenario::webhook("hangs", "/hang")
+        .about("Invoice")
+        .with(|s| {
+            s.timeout = timeout;
+            s.max_retries = 0;
+        })
+        .replying(Reply::hang())
+        .ready()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
+    let (env, rx) = Scenario::webhook("limited", "/limited")
+        .about("Order")
+        .with(|s| s.max_concurrency = Some(2))
+        .replying(Reply::status(200).delayed(Duration::from_millis(200)))
+        .ready()
+        .await;
+    let batch = batch_of(events("Order", 12));
     env.producer().emit_batch(batch).await.unwrap();
     let worker = env.start_worker(16, hookfleet_core::domain::RetrySchedule::default());
     rx.wait_for(12, PATIENCE).await;
@@ -47,15 +67,14 @@ async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_webhook_holds_only_its_own_slots_and_the_others_flow() {
-    let env = TestEnv::new();
-    let hanging = Receiver::start().await;
-    hanging.reply_always(Reply::hang());
+    let (env, hanging) = hanging_invoices(Duration::from_secs(3)).await;
     let healthy = Receiver::start().await;
-    let mut bad = spec("hangs", "Invoice", "on_submit", &hanging.url("/hang"));
-    bad.timeout = Duration::from_secs(3);
-    bad.max_retries = 0;
-    env.add_webhook(&bad);
-    env.add_webhook(&spec("healthy", "Order", "on_submit", &healthy.url("/ok")));
+    env.add_webhook(&hookfleet_testkit::spec(
+        "healthy",
+        "Order",
+        "on_submit",
+        &healthy.url("/ok"),
+    ));
     // Interleaved: one hanging event for every five healthy ones.
     let mut batch = Batch::new();
     let mut bad_events = events("Invoice", 20).into_iter();
@@ -85,36 +104,21 @@ async fn a_hanging_webhook_holds_only_its_own_slots_and_the_others_flow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_add_refuses_a_max_concurrency_outside_one_to_ten_thousand() {
     let env = TestEnv::new();
-    for bad in ["0", "-1", "10001"] {
-        let out = env.cli(&[
-            "webhook",
-            "add",
+    let add = |limit: &str| {
+        env.webhook_add(
             "x",
-            "--entity-type",
             "A",
-            "--event",
             "e",
-            "--url",
             "http://127.0.0.1:9/x",
-            "--max-concurrency",
-            bad,
-        ]);
+            &["--max-concurrency", limit],
+        )
+    };
+    for bad in ["0", "-1", "10001"] {
+        let out = add(bad);
         assert_eq!(out.code, Some(1), "{bad}: {out}");
         assert!(out.stderr.contains("max concurrency"), "{bad}");
     }
-    let ok = env.cli(&[
-        "webhook",
-        "add",
-        "x",
-        "--entity-type",
-        "A",
-        "--event",
-        "e",
-        "--url",
-        "http://127.0.0.1:9/x",
-        "--max-concurrency",
-        "10000",
-    ]);
+    let ok = add("10000");
     assert_eq!(ok.code, Some(0), "{ok}");
     let shown = env.cli(&["webhook", "show", "x", "--json"]);
     let v = shown.json();
@@ -123,17 +127,14 @@ async fn webhook_add_refuses_a_max_concurrency_outside_one_to_ten_thousand() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lowered_limit_applies_to_a_running_worker() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(200).delayed(Duration::from_millis(150)));
-    let mut s = spec("changing", "Order", "on_submit", &rx.url("/x"));
-    s.max_concurrency = Some(4);
-    env.add_webhook(&s);
-    let worker = env.start_worker(16, hookfleet_core::domain::RetrySchedule::default());
-    let mut first = Batch::new();
-    for e in events("Order", 8) {
-        first.push(e);
-    }
+    let (env, rx, worker) = Scenario::webhook("changing", "/x")
+        .about("Order")
+        .with(|s| s.max_concurrency = Some(4))
+        .replying(Reply::status(200).delayed(Duration::from_millis(150)))
+        .concurrency(16)
+        .start()
+        .await;
+    let first = batch_of(events("Order", 8));
     env.producer().emit_batch(first).await.unwrap();
     rx.wait_for(8, PATIENCE).await;
     until("the first eight are answered", || rx.in_flight() == 0).await;
@@ -148,12 +149,15 @@ async fn a_lowered_limit_applies_to_a_running_worker() {
     rx2.reply_always(Reply::status(200).delayed(Duration::from_millis(150)));
     let out = env.cli(&["webhook", "update", "changing", "--url", &rx2.url("/y")]);
     assert_eq!(out.code, Some(0), "{out}");
-    let mut second = Batch::new();
-    for (i, e) in events("Order", 6).into_iter().enumerate() {
-        let mut e = e;
-        e.name = format!("later-{i}");
-        second.push(e);
-    }
+    let second = batch_of(
+        events("Order", 6)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut e)| {
+                e.name = format!("later-{i}");
+                e
+            }),
+    );
     env.producer().emit_batch(second).await.unwrap();
     rx2.wait_for(6, PATIENCE).await;
     worker.stop().await;
@@ -162,17 +166,8 @@ async fn a_lowered_limit_applies_to_a_running_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_found_slow_keeps_only_the_slow_limit_of_slots() {
-    let env = TestEnv::new();
-    let hanging = Receiver::start().await;
-    hanging.reply_always(Reply::hang());
-    let mut bad = spec("hangs", "Invoice", "on_submit", &hanging.url("/hang"));
-    bad.timeout = Duration::from_secs(2);
-    bad.max_retries = 0;
-    env.add_webhook(&bad);
-    let mut batch = Batch::new();
-    for e in events("Invoice", 40) {
-        batch.push(e);
-    }
+    let (env, hanging) = hanging_invoices(Duration::from_secs(2)).await;
+    let batch = batch_of(events("Invoice", 40));
     env.producer().emit_batch(batch).await.unwrap();
     let started = Instant::now();
     // A fixed limit of 8 (as `--endpoint-concurrency 8` sets): alone, the

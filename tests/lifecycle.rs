@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::store::deliveries::{self, held_until};
 use hookfleet_testkit::{
-    run_within, until, FleetProcess, Receiver, Reply, TestEnv, ENTITY, PATIENCE,
+    run_within, until, FleetProcess, Receiver, Reply, Scenario, TestEnv, ENTITY, PATIENCE,
 };
 
 /// Starts a worker process (logged) with `vars` set.
@@ -90,10 +90,8 @@ fn sql(env: &TestEnv, query: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_webhook_sends_nothing_and_exhausts_nothing_and_resume_sends_everything() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.webhook_add("orders", ENTITY, "on_submit", &rx.url("/o"), &[])
-        .ok("add");
+    let (env, rx) = Scenario::new().ready().await;
+    env.add_by_cli("orders", &rx.url("/o"), &[]).ok("add");
     let mut w = worker(&env, &[]);
     // One row already Failed before the pause, made due while paused.
     rx.reply_next([Reply::status(503)]);

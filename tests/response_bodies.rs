@@ -5,33 +5,18 @@
 use serde_json::json;
 
 use hookfleet_core::attempt::RESPONSE_BODY_LIMIT;
-use hookfleet_core::domain::RetrySchedule;
 use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
-use hookfleet_producer::Event;
-use hookfleet_testkit::{spec, Receiver, Reply, TestEnv, ENTITY};
+use hookfleet_testkit::{Reply, Scenario};
 
 /// Emits one event to a receiver answering 500 with `answer`; returns the
 /// row once the attempt is recorded.
 async fn stored_answer(answer: &str) -> DeliveryLog {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500).body(answer));
-    env.add_webhook(&spec("chatty", ENTITY, "on_submit", &rx.url("/chatty")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let report = env
-        .producer()
-        .emit(Event::new(
-            ENTITY,
-            "on_submit",
-            "SO-1",
-            json!({"name": "SO-1"}),
-        ))
-        .await
-        .unwrap();
+    let (env, rx, worker) = Scenario::webhook("chatty", "/chatty")
+        .replying(Reply::status(500).body(answer))
+        .start()
+        .await;
     let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Failed
-        })
+        .submit_doc_until(json!({"name": "SO-1"}), DeliveryStatus::Failed)
         .await;
     worker.stop().await;
     assert_eq!(row.response_code, Some(500));
@@ -71,26 +56,21 @@ async fn a_multibyte_response_body_cut_inside_a_character_is_stored_as_its_first
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_echoes_its_request_leaves_no_credential_on_the_row() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500).echoing_headers());
-    let mut s = spec("echo", ENTITY, "on_submit", &rx.url("/echo"));
-    s.headers = vec![
-        hookfleet_core::domain::Header {
-            key: "Authorization".into(),
-            value: "Bearer s3cret-t0ken-value".into(),
-        },
-        hookfleet_core::domain::Header {
-            key: "X-Api-Key".into(),
-            value: "another-secret-key".into(),
-        },
-    ];
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = env.submit("SO-1").await.deliveries[0].id;
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Failed)
+    let header = |key: &str, value: &str| hookfleet_core::domain::Header {
+        key: key.into(),
+        value: value.into(),
+    };
+    let (env, rx, worker) = Scenario::webhook("echo", "/echo")
+        .with(|s| {
+            s.headers = vec![
+                header("Authorization", "Bearer s3cret-t0ken-value"),
+                header("X-Api-Key", "another-secret-key"),
+            ]
+        })
+        .replying(Reply::status(500).echoing_headers())
+        .start()
         .await;
+    let row = env.submit_until("SO-1", DeliveryStatus::Failed).await;
     worker.stop().await;
     let got = rx.requests();
     assert_eq!(

@@ -1,19 +1,17 @@
 //! Retries that survive an outage: the schedule on the rows, the sweeper,
 //! the retry path in the worker, and the operator's replay.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
 
 use hookfleet_core::domain::RetrySchedule;
-use hookfleet_core::domain::Secret;
 use hookfleet_core::domain::{DeliveryLog, DeliveryStatus};
 use hookfleet_core::queue::Job;
 use hookfleet_core::store::deliveries;
-use hookfleet_producer::Event;
 use hookfleet_testkit::{
-    sales_order, sales_orders, spec, until, until_seen, Receiver, Reply, TestEnv, PATIENCE,
+    assert_error_mentions, sales_order, sales_orders, until, until_seen, Reply, Running, Scenario,
+    TestEnv, PATIENCE,
 };
 
 const KEY_TTL: Duration = Duration::from_secs(600);
@@ -45,6 +43,44 @@ async fn emit_one(env: &TestEnv, name: &str) -> i64 {
     report.deliveries[0].id
 }
 
+/// Emits SO-1 and waits until its first attempt has settled; its row id.
+async fn first_attempt_settled(env: &TestEnv) -> i64 {
+    let id = emit_one(env, "SO-1").await;
+    until_idle(env, id).await;
+    id
+}
+
+/// Webhook `name` with `max_retries`, its receiver always answering 500:
+/// SO-1's first attempt, then its retry made due at once.
+async fn fail_and_retry_once(name: &str, max_retries: i32) -> (Running, i64) {
+    let running = Scenario::webhook(name, "/x")
+        .replying(Reply::status(500))
+        .with(|s| s.max_retries = max_retries)
+        .start()
+        .await;
+    let id = first_attempt_settled(&running.0).await;
+    retry_now(&running.0, id).await;
+    (running, id)
+}
+
+/// Webhook `name` posting to `/x`, its receiver always answering 500, and a
+/// worker of two slots.
+async fn always_500(name: &str) -> Running {
+    Scenario::webhook(name, "/x")
+        .replying(Reply::status(500))
+        .start()
+        .await
+}
+
+/// Webhook `orders` posting to `/x`, its receiver answering `replies` first
+/// (200 after), and a worker of two slots.
+async fn orders(replies: impl IntoIterator<Item = Reply>) -> Running {
+    Scenario::webhook("orders", "/x")
+        .replying_next(replies)
+        .start()
+        .await
+}
+
 /// Makes row `id` due now and runs one sweeper tick: the retry, without
 /// waiting for the schedule. Returns how many rows the tick enqueued.
 async fn retry_now(env: &TestEnv, id: i64) -> usize {
@@ -64,21 +100,16 @@ async fn until_all_terminal(env: &TestEnv) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signature_that_verifies()
 {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.verify_with(&["s3cret"]);
-    rx.reply_next([Reply::status(500)]);
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/hook"));
-    s.secret = Some(Secret::new("s3cret"));
-    env.add_webhook(&s);
-    let worker = env.start_worker(4, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
+    let (env, rx, worker) = Scenario::webhook("orders", "/hook")
+        .signed("s3cret")
+        .replying_next([Reply::status(500)])
+        .concurrency(4)
+        .start()
+        .await;
+    let id = first_attempt_settled(&env).await;
 
     assert_eq!(retry_now(&env, id).await, 1);
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    let row = env.until_status(id, DeliveryStatus::Delivered).await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
 
@@ -91,54 +122,25 @@ async fn a_500_then_200_is_delivered_by_the_retry_with_the_same_body_and_a_signa
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     // The seed's bug: the retry's signature must verify too, not only the first's.
     assert!(got[0].signatures_verified());
-    assert!(
-        got[1].signatures_verified(),
-        "retry signatures: {:?} {:?}",
-        got[1].frappe_ok,
-        got[1].standard_ok
-    );
+    got[1].assert_signatures_verified("retry signatures");
     assert_eq!(env.attempts(id).len(), 2);
     worker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_retries_one_is_exhausted_after_two_attempts() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    let mut s = spec("one-retry", "Sales Order", "on_submit", &rx.url("/x"));
-    s.max_retries = 1;
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
-    retry_now(&env, id).await;
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
-        .await;
+    let ((env, rx, worker), id) = fail_and_retry_once("one-retry", 1).await;
+    let row = env.until_status(id, DeliveryStatus::Exhausted).await;
     assert_eq!(row.attempts, 2);
     assert!(row.next_retry.is_none());
-    assert!(
-        row.error.as_deref().unwrap().contains("no retries left"),
-        "{:?}",
-        row.error
-    );
+    assert_error_mentions(&row, "no retries left");
     assert_eq!(rx.count(), 2);
     worker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_retries_two_is_still_failed_after_two_attempts() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    let mut s = spec("two-retries", "Sales Order", "on_submit", &rx.url("/x"));
-    s.max_retries = 2;
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
-    retry_now(&env, id).await;
+    let ((env, _rx, worker), id) = fail_and_retry_once("two-retries", 2).await;
     let row = env
         .until_row(id, |r| r.attempts == 2 && r.lease_expires_at.is_none())
         .await;
@@ -149,11 +151,7 @@ async fn max_retries_two_is_still_failed_after_two_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_an_hour_two_hours() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    env.add_webhook(&spec("default", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, _rx, worker) = always_500("default").await;
     let id = emit_one(&env, "SO-1").await;
     let sweeper = env.sweeper(100, KEY_TTL);
     let mut delays = Vec::new();
@@ -164,9 +162,7 @@ async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_a
         env.set_due_in(id, -1.0);
         assert_eq!(sweeper.tick().await.unwrap().enqueued, 1);
     }
-    let last = env
-        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
-        .await;
+    let last = env.until_status(id, DeliveryStatus::Exhausted).await;
     assert_eq!(last.attempts, 4);
     let expected = [300, 1800, 7200];
     for (got, want) in delays.iter().zip(expected) {
@@ -180,36 +176,17 @@ async fn with_the_default_three_retries_the_due_times_follow_five_minutes_half_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(502)]);
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let producer = env.producer();
-    let first = producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 10.0),
-        ))
-        .await
-        .unwrap();
+    let (env, rx, worker) = orders([Reply::status(502)]).await;
+    let first = env
+        .emit_doc("on_submit", "SO-1", sales_order("SO-1", 10.0))
+        .await;
     let id = first.deliveries[0].id;
     until_idle(&env, id).await;
     // The document changes (and is even submitted again with the new total).
-    producer
-        .emit(Event::new(
-            "Sales Order",
-            "on_submit",
-            "SO-1",
-            sales_order("SO-1", 99.0),
-        ))
-        .await
-        .unwrap();
-    retry_now(&env, id).await;
-    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+    env.emit_doc("on_submit", "SO-1", sales_order("SO-1", 99.0))
         .await;
+    retry_now(&env, id).await;
+    env.until_status(id, DeliveryStatus::Delivered).await;
     let bodies: Vec<f64> = rx
         .requests()
         .iter()
@@ -222,13 +199,8 @@ async fn the_retry_sends_the_body_of_the_event_not_the_document_as_it_is_now() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
+    let (env, _rx, worker) = always_500("orders").await;
+    let id = first_attempt_settled(&env).await;
     worker.stop().await;
     {
         let mut conn = env.redis();
@@ -250,19 +222,12 @@ async fn a_row_whose_in_flight_key_is_held_is_skipped_by_the_sweeper() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_a_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(500)]);
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
+    let (env, rx, worker) = orders([Reply::status(500)]).await;
+    let id = first_attempt_settled(&env).await;
     env.set_enabled("orders", false);
     retry_now(&env, id).await;
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Exhausted)
-        .await;
-    assert!(row.error.as_deref().unwrap().contains("disabled"));
+    let row = env.until_status(id, DeliveryStatus::Exhausted).await;
+    assert_error_mentions(&row, "disabled");
     assert_eq!(row.attempts, 1);
     assert_eq!(rx.count(), 1);
     worker.stop().await;
@@ -270,17 +235,16 @@ async fn a_webhook_disabled_after_the_failure_is_exhausted_at_the_retry_without_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_duplicate_job_is_dropped_without_a_request() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(500)]);
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
     // One at a time: the 500 goes to SO-1, the first sent.
-    let worker = env.start_worker(1, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("orders", "/x")
+        .replying_next([Reply::status(500)])
+        .concurrency(1)
+        .start()
+        .await;
     let failed = emit_one(&env, "SO-1").await;
     let delivered = emit_one(&env, "SO-2").await;
     until_idle(&env, failed).await;
-    env.until_row(delivered, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    env.until_status(delivered, DeliveryStatus::Delivered).await;
     let before = rx.count();
     // Jobs for a row not due yet and for a terminal row.
     env.push_jobs(
@@ -299,12 +263,11 @@ async fn a_stale_duplicate_job_is_dropped_without_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(500));
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let batch = sales_orders(1000);
-    env.producer().emit_batch(batch).await.unwrap();
+    let (env, rx) = Scenario::webhook("orders", "/x")
+        .replying(Reply::status(500))
+        .ready()
+        .await;
+    env.producer().emit_batch(sales_orders(1000)).await.unwrap();
     let worker = env.start_worker(64, RetrySchedule::default());
     env.until_rows("the first attempts finish", |rows| {
         rows.iter()
@@ -334,30 +297,22 @@ async fn two_sweepers_ticking_at_once_over_a_thousand_due_rows_enqueue_each_once
     rx.wait_for(2000, Duration::from_secs(60)).await;
     until_all_terminal(&env).await;
     worker.stop().await;
-    let mut per_id: HashMap<String, usize> = HashMap::new();
-    for r in &rx.requests()[first_round..] {
-        *per_id
-            .entry(r.header("webhook-id").unwrap().to_string())
-            .or_default() += 1;
-    }
+    let per_id = rx.per_webhook_id(first_round);
     assert_eq!(per_id.len(), 1000);
     assert!(
         per_id.values().all(|n| *n == 1),
         "a webhook-id arrived twice in the retry round"
     );
-    assert!(env
-        .rows()
-        .iter()
-        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 2));
+    assert!(env.all_delivered_after(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplicate() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(500), Reply::status(500), Reply::status(500)]);
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(8, RetrySchedule::default());
+    let (env, rx, worker) = Scenario::webhook("orders", "/x")
+        .replying_next([Reply::status(500), Reply::status(500), Reply::status(500)])
+        .concurrency(8)
+        .start()
+        .await;
     let ids = [
         emit_one(&env, "SO-1").await,
         emit_one(&env, "SO-2").await,
@@ -379,8 +334,7 @@ async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplic
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for id in ids {
-        env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
-            .await;
+        env.until_status(id, DeliveryStatus::Delivered).await;
     }
     assert_eq!(rx.count(), 6);
     worker.stop().await;
@@ -388,11 +342,8 @@ async fn a_tick_while_the_previous_ticks_deliveries_are_in_flight_adds_no_duplic
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_first() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
-    let batch = sales_orders(250);
-    let report = env.producer().emit_batch(batch).await.unwrap();
+    let (env, _rx) = Scenario::webhook("orders", "/x").ready().await;
+    let report = env.producer().emit_batch(sales_orders(250)).await.unwrap();
     // No first attempt: every row waits for the sweeper.
     env.lose_redis();
     // Spread the due times so "oldest first" is observable: row i due i ms apart.
@@ -417,17 +368,9 @@ async fn two_hundred_fifty_due_rows_drain_in_three_ticks_of_a_hundred_oldest_fir
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    env.add_webhook(&spec("orders", "Sales Order", "on_submit", &rx.url("/x")));
+    let (env, rx) = Scenario::webhook("orders", "/x").ready().await;
     let grace = Duration::from_secs(1);
-    let batch = sales_orders(100);
-    let report = env
-        .producer_with_grace(grace)
-        .emit_batch(batch)
-        .await
-        .unwrap();
-    assert!(report.deliveries.iter().all(|d| d.enqueued));
+    env.emit_all_queued(sales_orders(100), grace).await;
     env.lose_redis();
     assert!(env.keys().is_empty());
     let sweeper = env.sweeper(100, grace);
@@ -453,19 +396,15 @@ async fn after_redis_loses_everything_the_sweeper_recovers_every_queued_row_once
     ids.dedup();
     assert_eq!(ids.len(), 100, "none lost");
     assert_eq!(rx.count(), 100, "none doubled");
-    assert!(env
-        .rows()
-        .iter()
-        .all(|r| r.status == DeliveryStatus::Delivered && r.attempts == 1));
+    assert!(env.all_delivered_after(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_with_retry_after_pushes_the_next_attempt_later() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(429).header("Retry-After", "600")]);
-    env.add_webhook(&spec("limited", "Sales Order", "on_submit", &rx.url("/x")));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, _rx, worker) = Scenario::webhook("limited", "/x")
+        .replying_next([Reply::status(429).header("Retry-After", "600")])
+        .start()
+        .await;
     let id = emit_one(&env, "SO-1").await;
     let row = until_idle(&env, id).await;
     let due_in = (row.next_retry.unwrap() - Utc::now()).num_seconds();
@@ -478,15 +417,12 @@ async fn a_429_with_retry_after_pushes_the_next_attempt_later() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_delivered_rows() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_next([Reply::status(500)]);
-    let mut s = spec("once", "Sales Order", "on_submit", &rx.url("/x"));
-    s.max_retries = 0;
-    env.add_webhook(&s);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = emit_one(&env, "SO-1").await;
-    until_idle(&env, id).await;
+    let (env, _rx, worker) = Scenario::webhook("once", "/x")
+        .replying_next([Reply::status(500)])
+        .with(|s| s.max_retries = 0)
+        .start()
+        .await;
+    let id = first_attempt_settled(&env).await;
 
     let replayed = env
         .store
@@ -497,9 +433,7 @@ async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_del
     assert_eq!(row.status, DeliveryStatus::Failed);
     assert_eq!(row.max_attempts, 2);
     env.sweeper(100, KEY_TTL).tick().await.unwrap();
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    let row = env.until_status(id, DeliveryStatus::Delivered).await;
     assert_eq!(row.attempts, 2);
 
     let refused = env
@@ -516,18 +450,15 @@ async fn replay_makes_an_exhausted_row_due_with_one_more_attempt_and_refuses_del
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_matching_rows() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    rx.reply_always(Reply::status(503));
-    let mut s = spec("orders", "Sales Order", "on_submit", &rx.url("/x"));
-    s.max_retries = 0;
-    env.add_webhook(&s);
-    let mut other = spec("other", "Sales Order", "on_submit", &rx.url("/y"));
-    other.max_retries = 0;
-    env.add_webhook(&other);
-    let worker = env.start_worker(4, RetrySchedule::default());
-    let batch = sales_orders(5);
-    env.producer().emit_batch(batch).await.unwrap();
+    let (env, rx, worker) = Scenario::webhook("orders", "/x")
+        .with(|s| s.max_retries = 0)
+        .and_webhook("other", "/y")
+        .with(|s| s.max_retries = 0)
+        .replying(Reply::status(503))
+        .concurrency(4)
+        .start()
+        .await;
+    env.producer().emit_batch(sales_orders(5)).await.unwrap();
     env.until_rows("every row exhausted", |rows| {
         rows.iter().all(|r| r.status == DeliveryStatus::Exhausted)
     })
@@ -552,8 +483,7 @@ async fn bulk_replay_after_an_outage_longer_than_the_schedule_touches_only_match
     assert_eq!(touched.len(), 5);
     assert_eq!(env.sweeper(100, KEY_TTL).tick().await.unwrap().enqueued, 5);
     for t in &touched {
-        env.until_row(t.id, |r| r.status == DeliveryStatus::Delivered)
-            .await;
+        env.until_status(t.id, DeliveryStatus::Delivered).await;
     }
     let rows = env.rows();
     assert_eq!(

@@ -50,12 +50,7 @@ async fn the_secret_is_never_printed_logged_or_stored_on_a_delivery() {
     // The secret signed the request…
     let got = rx.requests();
     assert_eq!(got.len(), 1);
-    assert!(
-        got[0].signatures_verified(),
-        "signatures: {:?} {:?}",
-        got[0].frappe_ok,
-        got[0].standard_ok
-    );
+    got[0].assert_signatures_verified("signatures");
     // …and is stored nowhere on the delivery.
     assert!(
         !row.headers.to_string().contains(SECRET),

@@ -16,7 +16,7 @@ use sha2::Sha256;
 use hookfleet_core::domain::at_rest::{self, Keyring};
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::domain::RetrySchedule;
-use hookfleet_testkit::{Received, Receiver, Reply, Run, TestEnv, ENTITY};
+use hookfleet_testkit::{webhook_add_args, Received, Receiver, Reply, Run, TestEnv, ENTITY};
 
 /// Test keys (32 bytes each, base64).
 const KEY_1: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
@@ -39,10 +39,25 @@ fn cli_with_keys(env: &TestEnv, key: Option<&str>, old: &[&str], args: &[&str]) 
     Run::from(cmd.args(args).output().expect("run hookfleet"))
 }
 
+/// `hookfleet webhook add NAME` on Sales Order `on_submit` posting to `url`,
+/// with `extra` arguments after, and `key` (if any) as the current key.
+fn add_with_key(env: &TestEnv, key: Option<&str>, name: &str, url: &str, extra: &[&str]) -> Run {
+    let args = webhook_add_args(name, ENTITY, "on_submit", url, extra);
+    cli_with_keys(env, key, &[], &args)
+}
+
 /// This test process seals and opens with `key` (its in-process worker and
 /// producer do).
 fn use_key(key: &str) {
     at_rest::install(Keyring::new(Some(key), &[]).expect("key"));
+}
+
+/// With `key` installed, a worker delivers SO-1 and stops.
+async fn deliver_so_1_with_key(env: &TestEnv, key: &str) {
+    use_key(key);
+    let worker = env.start_worker(2, RetrySchedule::default());
+    env.submit_until("SO-1", DeliveryStatus::Delivered).await;
+    worker.stop().await;
 }
 
 /// Whether the official Standard Webhooks library accepts `request` for
@@ -90,24 +105,25 @@ fn frappe(secret: &str, body: &str) -> String {
     STANDARD.encode(mac.finalize().into_bytes())
 }
 
+/// Panics unless `request`'s Frappe header is the signature of its body
+/// for `secret`.
+fn assert_frappe_signed_by(request: &Received, secret: &str) {
+    assert_eq!(
+        request.header("x-frappe-webhook-signature"),
+        Some(frappe(secret, &request.body).as_str())
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value() {
     let env = TestEnv::new();
     let rx = Receiver::start().await;
-    let added = cli_with_keys(
+    let added = add_with_key(
         &env,
         Some(KEY_1),
-        &[],
+        "api",
+        &rx.url("/api"),
         &[
-            "webhook",
-            "add",
-            "api",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            &rx.url("/api"),
             "--secret",
             SECRET_A,
             "--header",
@@ -118,12 +134,7 @@ async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value(
     );
     assert_eq!(added.code, Some(0), "{added}");
     assert!(!added.stderr.contains("unencrypted"), "{added}");
-    use_key(KEY_1);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = env.submit("SO-1").await.deliveries[0].id;
-    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
-    worker.stop().await;
+    deliver_so_1_with_key(&env, KEY_1).await;
 
     // Sent as they are...
     let sent = &rx.requests()[0];
@@ -148,24 +159,7 @@ async fn with_a_key_a_database_dump_holds_neither_the_secret_nor_a_header_value(
     assert!(dump.contains("hfenc:v1:"), "the values are there, sealed");
 
     // Without a key, the CLI says the values will be stored unencrypted.
-    let plain = cli_with_keys(
-        &env,
-        None,
-        &[],
-        &[
-            "webhook",
-            "add",
-            "plain",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            &rx.url("/p"),
-            "--secret",
-            SECRET_B,
-        ],
-    );
+    let plain = add_with_key(&env, None, "plain", &rx.url("/p"), &["--secret", SECRET_B]);
     assert!(plain.stderr.contains("unencrypted"), "{plain}");
 }
 
@@ -175,25 +169,8 @@ async fn a_token_changed_on_the_webhook_is_sent_by_the_next_retry() {
     use_key(KEY_1);
     let rx = Receiver::start().await;
     rx.reply_next([Reply::status(500)]);
-    cli_with_keys(
-        &env,
-        Some(KEY_1),
-        &[],
-        &[
-            "webhook",
-            "add",
-            "api",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            &rx.url("/api"),
-            "--header",
-            "Authorization: Bearer old-token",
-        ],
-    )
-    .ok("add");
+    let old_token = ["--header", "Authorization: Bearer old-token"];
+    add_with_key(&env, Some(KEY_1), "api", &rx.url("/api"), &old_token).ok("add");
     let worker = env.start_worker(2, RetrySchedule::parse("1s").unwrap());
     let id = env.submit("SO-1").await.deliveries[0].id;
     env.until_row(id, |r| {
@@ -219,8 +196,7 @@ async fn a_token_changed_on_the_webhook_is_sent_by_the_next_retry() {
         .tick()
         .await
         .unwrap();
-    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    env.until_status(id, DeliveryStatus::Delivered).await;
     worker.stop().await;
     let sent = rx.requests();
     assert_eq!(sent.len(), 2);
@@ -242,19 +218,7 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
     use_key(KEY_1);
     let rx = Receiver::start().await;
     let cli = |args: &[&str]| cli_with_keys(&env, Some(KEY_1), &[], args).ok("hookfleet");
-    cli(&[
-        "webhook",
-        "add",
-        "api",
-        "--entity-type",
-        ENTITY,
-        "--event",
-        "on_submit",
-        "--url",
-        &rx.url("/api"),
-        "--secret",
-        SECRET_A,
-    ]);
+    add_sealed(&env, &rx, KEY_1);
     let worker = env.start_worker(2, RetrySchedule::default());
     let send = |name: &'static str| {
         let env = &env;
@@ -270,10 +234,7 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
     let r = send("SO-1").await;
     assert!(standard_library_accepts(&r, SECRET_A));
     assert!(!standard_library_accepts(&r, SECRET_B));
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_A, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_A);
 
     // Rotation open: both sign the Standard Webhooks header; the Frappe
     // header, which carries one, keeps the old one receivers know.
@@ -289,20 +250,14 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
         standard_library_accepts(&r, SECRET_B),
         "new receivers already verify"
     );
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_A, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_A);
 
     // Finished: only the new one.
     cli(&["webhook", "rotate-finish", "api"]);
     let r = send("SO-3").await;
     assert!(standard_library_accepts(&r, SECRET_B));
     assert!(!standard_library_accepts(&r, SECRET_A));
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_B, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_B);
     let again = cli_with_keys(&env, Some(KEY_1), &[], &["webhook", "rotate-finish", "api"]);
     assert_eq!(again.code, Some(1), "no rotation is open: {again}");
 
@@ -319,10 +274,7 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
         !standard_library_accepts(&r, SECRET_A) && !standard_library_accepts(&r, SECRET_B),
         "no old secret comes back as a co-signer"
     );
-    assert_eq!(
-        r.header("x-frappe-webhook-signature"),
-        Some(frappe(SECRET_C, &r.body).as_str())
-    );
+    assert_frappe_signed_by(&r, SECRET_C);
     worker.stop().await;
 }
 
@@ -330,27 +282,13 @@ async fn a_secret_rotates_in_two_phases_as_receivers_verify_it() {
 async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
     let env = TestEnv::new();
     let rx = Receiver::start().await;
-    cli_with_keys(
-        &env,
-        None,
-        &[],
-        &[
-            "webhook",
-            "add",
-            "api",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            &rx.url("/api"),
-            "--secret",
-            SECRET_A,
-            "--header",
-            "Authorization: Bearer tok",
-        ],
-    )
-    .ok("add without a key");
+    let sealable = [
+        "--secret",
+        SECRET_A,
+        "--header",
+        "Authorization: Bearer tok",
+    ];
+    add_with_key(&env, None, "api", &rx.url("/api"), &sealable).ok("add without a key");
     let stored = |env: &TestEnv| env.stored_webhooks()[0].clone();
     assert_eq!(
         stored(&env).secret.as_deref(),
@@ -392,12 +330,7 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
         .starts_with("hfenc:v1:"));
 
     // Only the new key is needed now.
-    use_key(KEY_2);
-    let worker = env.start_worker(2, RetrySchedule::default());
-    let id = env.submit("SO-1").await.deliveries[0].id;
-    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
-    worker.stop().await;
+    deliver_so_1_with_key(&env, KEY_2).await;
     let r = &rx.requests()[0];
     assert_eq!(r.header("authorization"), Some("Bearer tok"));
     assert!(standard_library_accepts(r, SECRET_A));
@@ -416,23 +349,12 @@ async fn reencrypt_seals_plain_values_then_moves_them_to_a_new_key() {
 
 /// Adds webhook `api` to `rx`, its secret sealed with `key` (by the CLI).
 fn add_sealed(env: &TestEnv, rx: &Receiver, key: &str) {
-    cli_with_keys(
+    add_with_key(
         env,
         Some(key),
-        &[],
-        &[
-            "webhook",
-            "add",
-            "api",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            &rx.url("/api"),
-            "--secret",
-            SECRET_A,
-        ],
+        "api",
+        &rx.url("/api"),
+        &["--secret", SECRET_A],
     )
     .ok("add");
 }
@@ -478,9 +400,7 @@ async fn a_row_whose_credentials_this_worker_cannot_open_is_withheld_without_spe
         .tick()
         .await
         .expect("tick");
-    let row = env
-        .until_row(id, |r| r.status == DeliveryStatus::Delivered)
-        .await;
+    let row = env.until_status(id, DeliveryStatus::Delivered).await;
     worker.stop().await;
     assert_eq!(row.attempts, 1, "{row:?}");
     assert_eq!(rx.count(), 1);
@@ -489,23 +409,13 @@ async fn a_row_whose_credentials_this_worker_cannot_open_is_withheld_without_spe
 #[test]
 fn a_worker_lacking_a_key_stored_values_are_sealed_with_refuses_to_start() {
     let env = TestEnv::new();
-    cli_with_keys(
+    let sealed_token = ["--header", "Authorization: Bearer sealed-token"];
+    add_with_key(
         &env,
         Some(KEY_1),
-        &[],
-        &[
-            "webhook",
-            "add",
-            "api",
-            "--entity-type",
-            ENTITY,
-            "--event",
-            "on_submit",
-            "--url",
-            "https://example.com/api",
-            "--header",
-            "Authorization: Bearer sealed-token",
-        ],
+        "api",
+        "https://example.com/api",
+        &sealed_token,
     )
     .ok("add");
     for key in [None, Some(KEY_2)] {

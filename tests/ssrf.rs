@@ -12,10 +12,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use hookfleet_core::domain::DeliveryStatus;
-use hookfleet_core::domain::RetrySchedule;
 use hookfleet_core::request::NetworkPolicy;
 use hookfleet_producer::{EmitError, Event, Producer, ProducerConfig};
-use hookfleet_testkit::{blocking, spec, FleetProcess, Receiver, Reply, TestEnv, ENTITY};
+use hookfleet_testkit::{blocking, spec, FleetProcess, Receiver, Reply, Scenario, TestEnv, ENTITY};
 
 // ---------------------------------------------------------------------------
 // 1. Redirects are never followed.
@@ -23,34 +22,18 @@ use hookfleet_testkit::{blocking, spec, FleetProcess, Receiver, Reply, TestEnv, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_is_a_failure_and_its_target_hears_nothing() {
-    let env = TestEnv::new();
-    let first = Receiver::start().await;
     let target = Receiver::start().await;
-    first.reply_always(Reply::status(302).header("Location", &target.url("/stolen")));
-    env.add_webhook(&spec("moved", ENTITY, "on_submit", &first.url("/hook")));
-    env.add_webhook(&spec(
-        "moved-now",
-        ENTITY,
-        "workflow_transition",
-        &first.url("/wf"),
-    ));
-    let worker = env.start_worker(2, RetrySchedule::default());
+    let (env, first, worker) = Scenario::webhook("moved", "/hook")
+        .and_webhook("moved-now", "/wf")
+        .on("workflow_transition")
+        .replying(Reply::status(302).header("Location", &target.url("/stolen")))
+        .start()
+        .await;
     let producer = env.producer();
 
     // From a worker: a failure, retried later.
-    let report = producer
-        .emit(Event::new(
-            ENTITY,
-            "on_submit",
-            "SO-1",
-            json!({"name": "SO-1"}),
-        ))
-        .await
-        .unwrap();
     let row = env
-        .until_row(report.deliveries[0].id, |r| {
-            r.status == DeliveryStatus::Failed
-        })
+        .submit_doc_until(json!({"name": "SO-1"}), DeliveryStatus::Failed)
         .await;
     assert_eq!(row.response_code, Some(302));
     assert!(
@@ -87,22 +70,21 @@ async fn a_redirect_is_a_failure_and_its_target_hears_nothing() {
 // 2. The SSRF guard at send time (a worker whose policy refuses loopback).
 // ---------------------------------------------------------------------------
 
-/// Stores a webhook at `url` (the test kit's policy allows loopback), emits
-/// one event, and runs a worker process whose policy does not: the row must
-/// fail with a reason mentioning every fragment of `says`, and the receiver
-/// must hear nothing.
-async fn assert_refused_at_send_time(env: &TestEnv, rx: &Receiver, url: &str, says: &[&str]) {
+/// What a refusal at send time says: the address and why.
+const REFUSED_SAYS: [&str; 2] = ["127.0.0.1", "internal address"];
+
+/// Stores a webhook at the url `url_of` gives for a new receiver (the test
+/// kit's policy allows loopback), emits one event, and runs a worker process
+/// whose policy does not: the row must fail with a reason mentioning every
+/// fragment of [`REFUSED_SAYS`], and the receiver must hear nothing.
+async fn assert_refused_at_send_time(url_of: impl FnOnce(&Receiver) -> String) {
+    let (env, rx) = Scenario::new().ready().await;
+    let url = &url_of(&rx);
+    let says = REFUSED_SAYS;
     env.add_webhook(&spec("internal", ENTITY, "on_submit", url));
     let report = env
-        .producer()
-        .emit(Event::new(
-            ENTITY,
-            "on_submit",
-            "SO-1",
-            json!({"name": "SO-1"}),
-        ))
-        .await
-        .unwrap();
+        .emit_doc("on_submit", "SO-1", json!({"name": "SO-1"}))
+        .await;
     assert!(report.deliveries[0].enqueued, "{report:?}");
     let mut cmd = env.command("hookfleet-worker");
     cmd.env("HOOKFLEET_ALLOWED_NETWORKS", "");
@@ -127,26 +109,20 @@ async fn assert_refused_at_send_time(env: &TestEnv, rx: &Receiver, url: &str, sa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_ip_literal_is_refused_at_send_time() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let url = rx.url("/literal");
-    assert_refused_at_send_time(&env, &rx, &url, &["127.0.0.1", "internal address"]).await;
+    assert_refused_at_send_time(|rx| rx.url("/literal")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn localhost_is_refused_at_send_time() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let url = format!("http://localhost:{}/named", rx.addr.port());
-    assert_refused_at_send_time(&env, &rx, &url, &["127.0.0.1", "internal address"]).await;
+    assert_refused_at_send_time(|rx| format!("http://localhost:{}/named", rx.addr.port())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ipv4_mapped_ipv6_literal_of_loopback_is_refused_at_send_time() {
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let url = format!("http://[::ffff:127.0.0.1]:{}/mapped", rx.addr.port());
-    assert_refused_at_send_time(&env, &rx, &url, &["127.0.0.1", "internal address"]).await;
+    assert_refused_at_send_time(|rx| {
+        format!("http://[::ffff:127.0.0.1]:{}/mapped", rx.addr.port())
+    })
+    .await;
 }
 
 /// A host name other than `localhost` that resolves only to loopback
@@ -172,10 +148,7 @@ async fn a_host_name_resolving_to_loopback_is_refused_when_resolved() {
         eprintln!("no host name on this machine resolves only to loopback; nothing to test");
         return;
     };
-    let env = TestEnv::new();
-    let rx = Receiver::start().await;
-    let url = format!("http://{host}:{}/resolved", rx.addr.port());
-    assert_refused_at_send_time(&env, &rx, &url, &["127.0.0.1", "internal address"]).await;
+    assert_refused_at_send_time(|rx| format!("http://{host}:{}/resolved", rx.addr.port())).await;
 }
 
 // ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_template::{RANGE_LIMIT, TEMPLATE_FUEL};
-use hookfleet_testkit::{run_within, spec, TestEnv, ENTITY, NOWHERE};
+use hookfleet_testkit::{run_within, spec, webhook_add_args, TestEnv, ENTITY, NOWHERE};
 
 /// How long a render stopped by a limit may take, process start included:
 /// the limit makes a runaway template cost milliseconds, while without it
@@ -29,19 +29,14 @@ fn range_yields_at_most_a_thousand_numbers() {
     let add = |name: &str, n: usize| {
         let template = format!(r#"{{"n": {{{{ range({n}) | length }}}}}}"#);
         let mut cmd = env.command("hookfleet");
-        cmd.args([
-            "webhook",
-            "add",
+        let url = format!("{NOWHERE}/x");
+        cmd.args(webhook_add_args(
             name,
-            "--entity-type",
             ENTITY,
-            "--event",
             "on_submit",
-            "--url",
-            &format!("{NOWHERE}/x"),
-            "--body-template",
-            &template,
-        ]);
+            &url,
+            &["--body-template", &template],
+        ));
         run_within(cmd, QUICK, "hookfleet webhook add")
     };
     let over = add("over", RANGE_LIMIT + 1);
@@ -101,12 +96,7 @@ fn a_runaway_template_stored_by_hand_is_exhausted_at_emit_within_five_seconds() 
     url.dynamic_url = true;
     env.add_webhook_unvalidated(&url);
 
-    let out = run_within(
-        env.emit_command("on_submit", "SO-1"),
-        QUICK,
-        "hookfleet-producer emit",
-    )
-    .ok("emit");
+    let out = emit_within_quick(&env);
     let report = out.json();
     let deliveries = report["deliveries"].as_array().expect("deliveries");
     assert_eq!(deliveries.len(), 2, "{report}");
@@ -127,6 +117,12 @@ fn a_runaway_template_stored_by_hand_is_exhausted_at_emit_within_five_seconds() 
     assert_eq!(env.queue_depth("default"), 0);
 }
 
+/// `hookfleet-producer emit` of SO-1, which must end within [`QUICK`].
+fn emit_within_quick(env: &TestEnv) -> hookfleet_testkit::Run {
+    let cmd = env.emit_command("on_submit", "SO-1");
+    run_within(cmd, QUICK, "hookfleet-producer emit").ok("emit")
+}
+
 #[test]
 fn a_template_that_spins_inside_filters_is_stopped_within_five_seconds_too() {
     let env = TestEnv::new();
@@ -139,12 +135,7 @@ fn a_template_that_spins_inside_filters_is_stopped_within_five_seconds_too() {
     s.body_template = Some(format!(r#"{{"x": "{RUNAWAY_FILTERS}"}}"#));
     env.add_webhook_unvalidated(&s);
 
-    let out = run_within(
-        env.emit_command("on_submit", "SO-1"),
-        QUICK,
-        "hookfleet-producer emit",
-    )
-    .ok("emit");
+    let out = emit_within_quick(&env);
     let rows = env.rows();
     assert_eq!(rows.len(), 1, "{out}");
     assert_eq!(rows[0].status, DeliveryStatus::Exhausted);

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use hookfleet_admin::limits::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_core::store::webhooks;
-use hookfleet_testkit::{Run, TestEnv, ENTITY, NOWHERE};
+use hookfleet_testkit::{webhook_add_args, Run, TestEnv, ENTITY, NOWHERE};
 
 /// A signing secret, for the round trip (it comes back only as `signed`).
 const SECRET: &str = "S3CR3T-VALUE-123";
@@ -250,17 +250,7 @@ fn an_internal_address_is_accepted_exactly_when_its_network_is_allowed() {
     let env = TestEnv::new();
     let add = |name: &str, url: &str, allowed: Option<&str>| {
         let mut cmd = env.command("hookfleet");
-        cmd.args([
-            "webhook",
-            "add",
-            name,
-            "--entity-type",
-            "Sales Order",
-            "--event",
-            "on_submit",
-            "--url",
-            url,
-        ]);
+        cmd.args(webhook_add_args(name, "Sales Order", "on_submit", url, &[]));
         match allowed {
             Some(networks) => cmd.env("HOOKFLEET_ALLOWED_NETWORKS", networks),
             None => cmd.env_remove("HOOKFLEET_ALLOWED_NETWORKS"),

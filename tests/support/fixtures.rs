@@ -18,14 +18,20 @@ pub fn sales_order(name: &str, total: f64) -> Value {
 
 /// `on_submit` of Sales Orders SO-0 … SO-(n-1), as one batch.
 pub fn sales_orders(n: usize) -> Batch {
+    sales_orders_in(0..n, 1.0)
+}
+
+/// `on_submit` of Sales Orders SO-i for every i in `numbers`, each of
+/// grand total `total`, as one batch.
+pub fn sales_orders_in(numbers: std::ops::Range<usize>, total: f64) -> Batch {
     let mut batch = Batch::new();
-    for i in 0..n {
+    for i in numbers {
         let name = format!("SO-{i}");
         batch.push(Event::new(
-            "Sales Order",
+            ENTITY,
             "on_submit",
             &name,
-            sales_order(&name, 1.0),
+            sales_order(&name, total),
         ));
     }
     batch

@@ -23,6 +23,9 @@
 //! - [`fixtures`]: the documents and events tests emit.
 //! - [`console`]: the console served in-process, and a client for its API
 //!   and pages.
+//! - [`scenario`]: [`Scenario`], the arrange step delivery tests share (a
+//!   receiver, webhooks posting to it, a worker) in one expression, and the
+//!   act steps that follow it (emit one event and wait for its row).
 //! - [`instances`]: throwaway Redis and Postgres servers, for tests that
 //!   stop, restart or cut them.
 //!
@@ -38,15 +41,19 @@ pub mod instances;
 pub mod process;
 pub mod receiver;
 pub mod run;
+pub mod scenario;
 pub mod wait;
 
 pub use console::{csrf_of, Answer, ConsoleServer, FULL_TOKEN, READ_TOKEN};
 pub use env::{
     bin_path, redis_cluster, spec, use_renderer, RedisConn, TempFile, TestEnv, WorkerHandle,
 };
-pub use fixtures::{event_json, json_of_size, sales_order, sales_orders, ENTITY, NOWHERE};
+pub use fixtures::{
+    event_json, json_of_size, sales_order, sales_orders, sales_orders_in, ENTITY, NOWHERE,
+};
 pub use instances::{LocalPostgres, LocalRedis};
 pub use process::{curl, free_port, FleetProcess, IngestProcess};
 pub use receiver::{Received, Receiver, Reply};
-pub use run::{blocking, delivery_ids, run_with_stdin, run_within, Run};
+pub use run::{blocking, delivery_ids, run_with_stdin, run_within, webhook_add_args, Run};
+pub use scenario::{assert_error_mentions, Ready, Running, Scenario};
 pub use wait::{until, until_blocking, until_seen, PATIENCE};

@@ -113,6 +113,17 @@ impl Received {
     pub fn signatures_verified(&self) -> bool {
         self.frappe_ok == Some(true) && self.standard_ok == Some(true)
     }
+
+    /// Panics, naming `what` and showing both checks, unless both
+    /// signatures are present and valid.
+    pub fn assert_signatures_verified(&self, what: &str) {
+        assert!(
+            self.signatures_verified(),
+            "{what}: {:?} {:?}",
+            self.frappe_ok,
+            self.standard_ok
+        );
+    }
 }
 
 #[derive(Default)]
@@ -313,6 +324,17 @@ impl Receiver {
     /// Answer with this once the script is used up.
     pub fn reply_always(&self, reply: Reply) {
         *self.shared.default.lock().expect("lock") = Some(reply);
+    }
+
+    /// How many requests carried each `webhook-id`, from the `from`th
+    /// request received on (0: all); panics on a request without one.
+    pub fn per_webhook_id(&self, from: usize) -> std::collections::HashMap<String, usize> {
+        let mut per_id = std::collections::HashMap::new();
+        for r in &self.requests()[from..] {
+            let id = r.header("webhook-id").expect("a webhook-id header");
+            *per_id.entry(id.to_string()).or_insert(0) += 1;
+        }
+        per_id
     }
 
     pub fn requests(&self) -> Vec<Received> {

@@ -127,6 +127,31 @@ pub fn delivery_ids(report: &Value) -> Vec<i64> {
         .collect()
 }
 
+/// The arguments of `hookfleet webhook add NAME --entity-type T --event E
+/// --url URL EXTRA…`, for tests that run it their own way (with other
+/// environment, or a time limit).
+pub fn webhook_add_args<'a>(
+    name: &'a str,
+    entity_type: &'a str,
+    event: &'a str,
+    url: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "webhook",
+        "add",
+        name,
+        "--entity-type",
+        entity_type,
+        "--event",
+        event,
+        "--url",
+        url,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The command lines, pointed at this test's database and Redis prefix.
 impl TestEnv {
     /// `hookfleet ARGS`, the operator's command line.
@@ -178,19 +203,7 @@ impl TestEnv {
         url: &str,
         extra: &[&str],
     ) -> Run {
-        let mut args = vec![
-            "webhook",
-            "add",
-            name,
-            "--entity-type",
-            entity_type,
-            "--event",
-            event,
-            "--url",
-            url,
-        ];
-        args.extend_from_slice(extra);
-        self.cli(&args)
+        self.cli(&webhook_add_args(name, entity_type, event, url, extra))
     }
 
     /// Adds, with `hookfleet webhook add`, a webhook on Sales Order `event`
