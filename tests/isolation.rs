@@ -5,8 +5,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_producer::{Batch, Event};
 use hookfleet_testkit::{until, Ready, Receiver, Reply, Scenario, TestEnv, PATIENCE};
+
+/// The hanging webhook's timeout where the test reads "before its first
+/// timeout": far beyond what the healthy webhook's 100 deliveries take.
+const HANGING_TIMEOUT_SECS: u64 = 60;
 
 fn events(entity: &str, n: usize) -> Vec<Event> {
     (0..n)
@@ -67,7 +72,9 @@ async fn a_webhook_never_has_more_requests_in_flight_than_its_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_webhook_holds_only_its_own_slots_and_the_others_flow() {
-    let (env, hanging) = hanging_invoices(Duration::from_secs(3)).await;
+    // The hanging webhook's timeout is far beyond the time the healthy one
+    // needs, so "before its first timeout" is read from the rows, not a clock.
+    let (env, hanging) = hanging_invoices(Duration::from_secs(HANGING_TIMEOUT_SECS)).await;
     let healthy = Receiver::start().await;
     env.add_webhook(&hookfleet_testkit::spec(
         "healthy",
@@ -85,14 +92,22 @@ async fn a_hanging_webhook_holds_only_its_own_slots_and_the_others_flow() {
         }
     }
     env.producer().emit_batch(batch).await.unwrap();
-    let started = Instant::now();
-    let worker = env.start_worker_tuned(8, |c| c.endpoint_concurrency = 2);
+    let worker = env.start_worker_tuned(8, |c| {
+        c.endpoint_concurrency = 2;
+        // The hanging requests are put back at stop, not waited for.
+        c.drain_timeout = Duration::from_secs(1);
+    });
     healthy.wait_for(100, PATIENCE).await;
-    let healthy_done = started.elapsed();
-    assert!(
-        healthy_done < Duration::from_secs(3),
-        "the healthy webhook finished in {healthy_done:?}, before the hanging one's first timeout"
+    let hanging_finished = env
+        .rows()
+        .iter()
+        .filter(|r| r.webhook_name == "hangs" && r.status == DeliveryStatus::Exhausted)
+        .count();
+    assert_eq!(
+        hanging_finished, 0,
+        "the healthy webhook finished before the hanging one's first timeout"
     );
+    assert!(hanging.in_flight() > 0, "the hanging requests still hang");
     assert!(
         hanging.max_in_flight() <= 2,
         "the hanging webhook held {} slots",
@@ -169,33 +184,33 @@ async fn a_webhook_found_slow_keeps_only_the_slow_limit_of_slots() {
     let (env, hanging) = hanging_invoices(Duration::from_secs(2)).await;
     let batch = batch_of(events("Invoice", 40));
     env.producer().emit_batch(batch).await.unwrap();
-    let started = Instant::now();
     // A fixed limit of 8 (as `--endpoint-concurrency 8` sets): alone, the
     // webhook would otherwise get every slot.
     let worker = env.start_worker_tuned(16, |c| {
         c.endpoint_concurrency = 8;
         c.endpoint_ceiling = 8;
         c.slow_endpoint_concurrency = 2;
+        c.drain_timeout = Duration::from_secs(1);
     });
     // The first wave is not known to be slow yet: up to the limit of 8.
     until("the first wave is in flight", || hanging.in_flight() == 8).await;
     assert_eq!(hanging.in_flight(), 8);
     // After the first wave times out, the webhook is slow: 2 at a time.
-    // Deliberately a window: from 3 s after the start (the 2 s timeout
-    // passed) to 7.5 s, never more than 2 in flight.
-    let deadline = started + Duration::from_millis(7500);
-    tokio::time::sleep_until((started + Duration::from_secs(3)).into()).await;
-    while Instant::now() < deadline {
+    // Each request holds its slot for the whole 2 s timeout (a busy
+    // machine only makes that longer), so with 2 slots a request starts at
+    // least a timeout after the one two places before it. Read from the
+    // arrival times, with half the timeout as the margin for a late look.
+    let waves_after = 4;
+    let got = hanging.wait_for(8 + 2 * waves_after, PATIENCE).await;
+    let mut arrivals: Vec<Instant> = got.iter().map(|r| r.at).collect();
+    arrivals.sort();
+    for k in 8..arrivals.len() - 2 {
+        let gap = arrivals[k + 2] - arrivals[k];
         assert!(
-            hanging.in_flight() <= 2,
-            "{} in flight to a slow webhook",
-            hanging.in_flight()
+            gap >= Duration::from_secs(1),
+            "requests {k} and {} to a slow webhook started {gap:?} apart: more than 2 at once",
+            k + 2
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(
-        hanging.count() > 8,
-        "the slow webhook still gets its two slots"
-    );
     worker.stop().await;
 }
