@@ -1140,6 +1140,31 @@ async fn a_nul_in_a_path_or_query_is_a_clear_400_never_the_databases_words() {
         assert_eq!(a.status, 400, "{path}: {}", a.body);
         assert!(a.body.contains("NUL"), "{path}: {}", a.body);
     }
+    // In a JSON body too: a string, a key, a string deep in a list.
+    for (path, body) in [
+        (
+            "/api/v1/deliveries/retry",
+            r#"{"webhook": "a\u0000", "status": "Failed", "since": "2026-01-01T00:00:00Z"}"#,
+        ),
+        ("/api/v1/webhooks", r#"{"name": "x\u0000y"}"#),
+        ("/api/v1/webhooks", r#"{"headers": [{"key\u0000": "v"}]}"#),
+        ("/api/v1/imports/frappe", r#"[{"name": "a\u0000"}]"#),
+    ] {
+        let a = console.post(path, Some(FULL_TOKEN), body).await;
+        assert_eq!(a.status, 400, "{path} {body}: {}", a.body);
+        assert!(a.body.contains("NUL"), "{path} {body}: {}", a.body);
+    }
+    // And in a page's form.
+    let cookie = console.login(FULL_TOKEN).await;
+    let a = console
+        .form(
+            "/webhooks/orders/pause",
+            Some(&cookie),
+            &[("reason", "a\0b"), ("csrf", "x")],
+        )
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("NUL"), "{}", a.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -157,7 +157,34 @@ fn body<T: DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("body: {e}")))
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    without_nul(&value)?;
+    serde_json::from_value(value).map_err(|e| ApiError::bad_request(format!("body: {e}")))
+}
+
+/// Postgres's text refuses NUL: a body naming one (`\u0000` in a key or a
+/// string) is the caller's mistake, said as such, as in a path or query.
+fn without_nul(value: &Value) -> Result<(), ApiError> {
+    let has_nul = |s: &str| s.contains('\0');
+    let found = match value {
+        Value::String(s) => has_nul(s),
+        Value::Array(items) => return items.iter().try_for_each(without_nul),
+        Value::Object(map) => {
+            if map.keys().any(|k| has_nul(k)) {
+                true
+            } else {
+                return map.values().try_for_each(without_nul);
+            }
+        }
+        _ => false,
+    };
+    if found {
+        return Err(ApiError::bad_request(
+            "a NUL character (\\u0000) is not allowed in the body",
+        ));
+    }
+    Ok(())
 }
 
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
@@ -216,10 +243,12 @@ async fn webhook_show(
 
 /// A JSON object body (a webhook definition), or a 400.
 fn object(bytes: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request("body: a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("body: {e}"))),
+    let value = serde_json::from_slice::<Value>(bytes)
+        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    without_nul(&value)?;
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(ApiError::bad_request("body: a JSON object")),
     }
 }
 
@@ -289,6 +318,11 @@ async fn frappe_import(
     bytes: Bytes,
 ) -> ApiResult {
     let q = query(q)?;
+    // A body that does not parse is the import's to report, document by
+    // document; one that does may not name a NUL.
+    if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
+        without_nul(&value)?;
+    }
     act::import(&c, actor, &bytes, q.dry_run, q.atomic)
         .await
         .map(Json)

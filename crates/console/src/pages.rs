@@ -681,6 +681,16 @@ async fn page_action(
     let Some(actor) = visitor.actor else {
         return (StatusCode::UNAUTHORIZED, "log in first").into_response();
     };
+    if form
+        .iter()
+        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            "a NUL character is not allowed in a form",
+        )
+            .into_response();
+    }
     let page = Page::new("Refused", "", &visitor, &c, actor);
     if let Err(e) = csrf_checked(&c, &visitor, &form) {
         return error_page(&page, e);

@@ -15,7 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
 
 /// The system calls a confined renderer may make; any other kills it.
 const ALLOWED: &[libc::c_long] = &[
@@ -50,7 +53,6 @@ const ALLOWED: &[libc::c_long] = &[
     libc::SYS_sigaltstack,
     libc::SYS_gettid,
     libc::SYS_getpid,
-    libc::SYS_tgkill,
 ];
 
 /// Closes every descriptor above stderr: the parent's database and Redis
@@ -78,8 +80,16 @@ pub(crate) fn close_inherited_descriptors() {
 fn filter() -> Result<BpfProgram, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| format!("no system-call filter for {}: {e}", std::env::consts::ARCH))?;
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         ALLOWED.iter().map(|&nr| (nr, Vec::new())).collect();
+    // A signal to itself only (an abort raises SIGABRT on its own thread):
+    // never to the process that started it, or any other.
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() } as u64;
+    let to_itself = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, own)
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| format!("cannot build the system-call filter: {e}"))?;
+    rules.insert(libc::SYS_tgkill, vec![to_itself]);
     let filter = SeccompFilter::new(
         rules,
         // Anything else: the whole process dies (SIGSYS), not one thread.
@@ -141,6 +151,16 @@ mod tests {
                 // arrays.
                 unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
             }
+            "signal the parent" => {
+                // SAFETY: signal 0 only asks whether the process exists.
+                unsafe { libc::syscall(libc::SYS_tgkill, libc::getppid(), libc::getppid(), 0) };
+            }
+            "signal itself" => {
+                // SAFETY: signal 0 to its own thread: only a check.
+                let rc =
+                    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), 0) };
+                assert_eq!(rc, 0, "tgkill on itself");
+            }
             "render" => {
                 // What a renderer does: memory, a clock, a sleep.
                 let v: Vec<u64> = (0..1_000_000).collect();
@@ -166,7 +186,7 @@ mod tests {
     #[test]
     fn a_confined_renderer_that_opens_connects_or_executes_is_killed() {
         const SIGSYS: i32 = 31;
-        for call in ["open", "connect", "execve"] {
+        for call in ["open", "connect", "execve", "signal the parent"] {
             let status = child(call);
             assert_eq!(
                 status.signal(),
@@ -178,7 +198,9 @@ mod tests {
 
     #[test]
     fn a_confined_renderer_can_still_allocate_read_the_clock_and_sleep() {
-        let status = child("render");
-        assert!(status.success(), "{status}");
+        for call in ["render", "signal itself"] {
+            let status = child(call);
+            assert!(status.success(), "{call}: {status}");
+        }
     }
 }

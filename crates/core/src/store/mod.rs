@@ -53,21 +53,31 @@ pub(crate) const NETWORK_DEFAULTS: &[(&str, &str)] = &[
 /// `url` with [`NETWORK_DEFAULTS`] it does not set added (a key=value
 /// connection string is left as it is).
 pub(crate) fn with_network_defaults(url: &str) -> String {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+    let Some(scheme_end) = ["postgres://", "postgresql://"]
+        .iter()
+        .find(|s| url.starts_with(*s))
+        .map(|s| s.len())
+    else {
         return url.to_string();
-    }
-    let (base, fragment) = match url.split_once('#') {
-        Some((b, f)) => (b, Some(f)),
-        None => (url, None),
     };
-    let query = base.split_once('?').map_or("", |(_, q)| q);
+    // As libpq reads a URI: the credentials run to the first '@' met before
+    // any '/', so a password may hold '?' or '#'; the parameters start at
+    // the first '?' after them (libpq has no fragments).
+    let after = &url[scheme_end..];
+    let host_at = match after.find(['@', '/']) {
+        Some(i) if after.as_bytes()[i] == b'@' => scheme_end + i + 1,
+        _ => scheme_end,
+    };
+    let query = url[host_at..]
+        .find('?')
+        .map_or("", |i| &url[host_at + i + 1..]);
     let set: Vec<&str> = query
         .split('&')
         .filter_map(|kv| kv.split('=').next())
         .collect();
-    let mut out = base.to_string();
-    let mut separator = if base.contains('?') {
-        if base.ends_with('?') || base.ends_with('&') {
+    let mut out = url.to_string();
+    let mut separator = if url[host_at..].contains('?') {
+        if url.ends_with('?') || url.ends_with('&') {
             ""
         } else {
             "&"
@@ -83,10 +93,6 @@ pub(crate) fn with_network_defaults(url: &str) -> String {
             out.push_str(value);
             separator = "&";
         }
-    }
-    if let Some(f) = fragment {
-        out.push('#');
-        out.push_str(f);
     }
     out
 }
@@ -159,19 +165,31 @@ pub struct Store {
     last_error: LastError,
 }
 
-/// The pool's last connection error (r2d2 otherwise drops it).
-#[derive(Clone, Debug, Default)]
-struct LastError(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+/// The pool's last connection error (r2d2 otherwise drops it), with the
+/// URL's password blotted out: libpq may quote the connection string.
+#[derive(Clone, Debug)]
+struct LastError {
+    last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    url: std::sync::Arc<str>,
+}
 
 impl LastError {
+    fn new(url: &str) -> LastError {
+        LastError {
+            last: Default::default(),
+            url: url.into(),
+        }
+    }
+
     fn get(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
 impl diesel::r2d2::HandleError<diesel::r2d2::Error> for LastError {
     fn handle_error(&self, error: diesel::r2d2::Error) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
+        let said = without_password(&error.to_string(), &self.url);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
     }
 }
 
@@ -182,7 +200,7 @@ impl Store {
         let manager = Manager(ConnectionManager::<PgConnection>::new(
             with_network_defaults(database_url),
         ));
-        let last_error = LastError::default();
+        let last_error = LastError::new(database_url);
         let pool = Pool::builder()
             .max_size(max_connections.max(1))
             .min_idle(Some(0))
@@ -332,13 +350,33 @@ impl Store {
 /// `message` with the password of `url` (if any) blotted out, for a
 /// server's or libpq's words that might quote it.
 fn without_password(message: &str, url: &str) -> String {
-    match url::Url::parse(url)
+    let mut secrets = Vec::new();
+    if let Some(p) = url::Url::parse(url)
         .ok()
         .and_then(|u| u.password().map(str::to_string))
     {
-        Some(p) if !p.is_empty() => message.replace(&p, "***"),
-        _ => message.to_string(),
+        // As written in the URL, and as libpq reads it (percent-decoded).
+        let decoded =
+            url::form_urlencoded::parse(format!("p={}", p.replace('+', "%2B")).as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned());
+        secrets.extend(decoded);
+        secrets.push(p);
     }
+    // A key=value connection string: `password=secret` or `password='se cret'`.
+    if let Some(rest) = url.split("password").nth(1) {
+        let value = rest.trim_start().trim_start_matches('=').trim_start();
+        let value = match value.strip_prefix('\'') {
+            Some(quoted) => quoted.split('\'').next().unwrap_or(""),
+            None => value.split_whitespace().next().unwrap_or(""),
+        };
+        secrets.push(value.to_string());
+    }
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .fold(message.to_string(), |m, s| m.replace(s.as_str(), "***"))
 }
 
 /// A pool that gave no connection, with the last reason one could not be
@@ -421,6 +459,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_password_is_blotted_out_as_written_decoded_or_in_key_value_form() {
+        let said = "cannot parse \"postgres://u:s%40cret@db\" (s@cret) nor password=hunter2";
+        let out = without_password(said, "postgres://u:s%40cret@db/app");
+        assert!(
+            !out.contains("s%40cret") && !out.contains("s@cret"),
+            "{out}"
+        );
+        let out = without_password(said, "host=db password=hunter2 dbname=app");
+        assert!(!out.contains("hunter2"), "{out}");
+        let out = without_password("x 'two words' y", "host=db password='two words'");
+        assert_eq!(out, "x '***' y");
+    }
+
+    #[test]
     fn a_url_gets_the_network_defaults_it_does_not_set() {
         assert_eq!(
             with_network_defaults("postgres://u:p@db:5432/app"),
@@ -438,6 +490,21 @@ mod tests {
         assert_eq!(
             with_network_defaults("host=db dbname=app"),
             "host=db dbname=app"
+        );
+        // A password may hold '?' and '#' (libpq takes it to the '@').
+        assert_eq!(
+            with_network_defaults("postgres://u:pa?s#s@db/app"),
+            format!(
+                "postgres://u:pa?s#s@db/app?{}",
+                with_network_defaults("postgres://h")
+                    .split_once('?')
+                    .unwrap()
+                    .1
+            )
+        );
+        assert!(
+            with_network_defaults("postgres://u:p?w@db/app?connect_timeout=3")
+                .starts_with("postgres://u:p?w@db/app?connect_timeout=3&tcp_user_timeout=30000")
         );
     }
 }

@@ -215,8 +215,9 @@ pub struct Reencrypted {
 }
 
 /// The ids of the keys stored values are sealed with (secrets, previous
-/// secrets, header values), so a process can tell at start, and in its
-/// readiness, whether it can open all of them.
+/// secrets still in their rotation, header values), so a process can tell
+/// at start, and in its readiness, whether it can open all it will use (an
+/// expired previous secret is never opened: a claim leaves it out).
 pub fn sealing_key_ids(conn: &mut PgConnection) -> Result<Vec<String>, StoreError> {
     #[derive(QueryableByName)]
     struct KeyId {
@@ -226,7 +227,8 @@ pub fn sealing_key_ids(conn: &mut PgConnection) -> Result<Vec<String>, StoreErro
     let ids: Vec<KeyId> = diesel::sql_query(
         "SELECT DISTINCT m[1] AS id FROM (
              SELECT secret AS v FROM webhooks WHERE secret IS NOT NULL
-             UNION ALL SELECT previous_secret FROM webhooks WHERE previous_secret IS NOT NULL
+             UNION ALL SELECT previous_secret FROM webhooks
+                 WHERE previous_secret IS NOT NULL AND previous_secret_expires_at > now()
              UNION ALL SELECT headers::text FROM webhooks
          ) s, regexp_matches(s.v, 'hfenc:v1:([0-9a-f]+):', 'g') AS m
          ORDER BY 1",

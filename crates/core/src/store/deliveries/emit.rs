@@ -144,33 +144,39 @@ pub fn insert_each_if_refused(
         }
         Err(TransactionError(e)) => return Err(e),
     }
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let alone = conn
-            .build_transaction()
-            .run(|conn| insert(conn, std::slice::from_ref(row)).map_err(TransactionError::from));
-        match alone {
-            Ok(recorded) => out.extend(recorded),
-            Err(TransactionError(e)) if refused(conn, &e) => {
-                let refused = NewDelivery {
-                    url: String::new(),
-                    body: String::new(),
-                    headers: serde_json::json!([]),
-                    status: DeliveryStatus::Exhausted,
-                    next_retry: None,
-                    lease_expires_at: None,
-                    error: Some(format!("the database refused this delivery's values: {e}")),
-                    ..row.clone()
-                };
-                let recorded = conn.build_transaction().run(|conn| {
-                    insert(conn, std::slice::from_ref(&refused)).map_err(TransactionError::from)
-                });
-                out.extend(recorded.map_err(|t| t.0)?);
+    // One transaction still, each row in a savepoint of its own: the batch
+    // stays all or nothing (a row that fails for any other reason fails it
+    // whole, and a caller's retry cannot record a row twice), and only the
+    // refused row is rolled back.
+    let each = conn.build_transaction().run(|conn| {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let alone = conn.transaction(|conn| {
+                insert(conn, std::slice::from_ref(row)).map_err(TransactionError::from)
+            });
+            match alone {
+                Ok(recorded) => out.extend(recorded),
+                Err(TransactionError(e)) if refused(conn, &e) => {
+                    let refused = NewDelivery {
+                        url: String::new(),
+                        body: String::new(),
+                        headers: serde_json::json!([]),
+                        status: DeliveryStatus::Exhausted,
+                        next_retry: None,
+                        lease_expires_at: None,
+                        error: Some(format!("the database refused this delivery's values: {e}")),
+                        ..row.clone()
+                    };
+                    out.extend(conn.transaction(|conn| {
+                        insert(conn, std::slice::from_ref(&refused)).map_err(TransactionError::from)
+                    })?);
+                }
+                Err(e) => return Err(e),
             }
-            Err(TransactionError(e)) => return Err(e),
         }
-    }
-    Ok(out)
+        Ok(out)
+    });
+    each.map_err(|t| t.0)
 }
 
 /// Whether `e` is the database refusing a statement on a connection that
