@@ -373,4 +373,27 @@ async fn a_value_the_database_refuses_fails_its_own_row_and_the_rest_of_the_batc
         }
     }
     assert_eq!(rows.len(), 3);
+
+    // Still all or nothing: a later event reusing another event's id fails
+    // the batch whole, and the rows before it (one recorded, one refused
+    // alone) are not left behind for a retry to double.
+    let mut batch = hookfleet_producer::Batch::new();
+    for name in ["SO-4", "SO-poison-2", "SO-5"] {
+        let mut e =
+            hookfleet_producer::Event::new(ENTITY, "on_submit", name, json!({"name": name}));
+        if name == "SO-5" {
+            e.event_id = Some(rows[0].event_id.clone());
+        }
+        batch.push(e);
+    }
+    let err = env
+        .producer()
+        .emit_batch(batch)
+        .await
+        .expect_err("an event id reused");
+    assert!(
+        err.to_string().contains("already names another event"),
+        "{err}"
+    );
+    assert_eq!(env.rows().len(), 3, "nothing of that batch was recorded");
 }
