@@ -680,7 +680,7 @@ def main():
     ap.add_argument("--fork-events", type=int, default=300)
     ap.add_argument("--seconds", type=int, default=10, help="length of each machine-limit measurement")
     ap.add_argument("--only", choices=["drain", "e2e", "tick", "isolation", "bombs", "retention", "fleet",
-                                       "cluster", "defaults", "console"],
+                                       "cluster", "defaults", "console", "slow"],
                     help="one hookfleet run (or the sweeper tick table) instead of the whole benchmark")
     ap.add_argument("--webhooks", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
@@ -716,12 +716,14 @@ def main():
         if a.only == "bombs":
             print(json.dumps(bombs(bench), indent=2))
             return
-        if a.only in ("fleet", "cluster", "defaults"):
+        if a.only in ("fleet", "cluster", "defaults", "slow"):
             import scale  # fleet-wide limits over four workers; Redis Cluster; defaults: see bench/scale.py
             if a.only == "fleet":
                 r = scale.fleet(bench, a.scale_events or 40_000)
             elif a.only == "defaults":
                 r = scale.defaults(bench)
+            elif a.only == "slow":
+                r = scale.slow(bench, a.scale_events or 20_000, a.concurrency, a.webhooks)
             else:
                 r = scale.cluster(bench, a.scale_events or 30_000)
             print(json.dumps(r, indent=2))

@@ -22,6 +22,10 @@ webhooks that answer in 100 ms (/tag/slow<k>/100/...), against the ceiling
 1024 / 0.1 s = 10,240/s; and the isolation run (150,000 events, 10% to a
 webhook that hangs until its 5 s timeout) at the default concurrency.
 
+slow: one worker at --concurrency draining --scale-events (20,000) over
+--webhooks webhooks that answer in 100 ms, against concurrency / 0.1 s, and
+the slot's turnaround (concurrency / deliveries per second).
+
 cluster: a three-node Redis Cluster (no replicas) on spare loopback ports,
 against the benchmark's single Redis: end to end with 8 webhooks and 1, 2, 4
 and 8 workers at --concurrency 64, same events, with deliveries/s, Redis
@@ -335,6 +339,18 @@ def drain_run(bench, label, events, webhooks, concurrency, path_of, timeout=600)
         return r
     finally:
         fleet.drop()
+
+
+def slow(bench, events, concurrency, webhooks):
+    """`--only slow`: one worker at `concurrency` draining `events` over
+    `webhooks` webhooks that answer in 100 ms, against the ceiling
+    concurrency / 0.1 s: how long a slot takes to turn around."""
+    r = drain_run(bench, f"{webhooks}_webhooks_100ms_concurrency_{concurrency}", events, webhooks,
+                  concurrency, lambda k: f"/tag/slow{k}/{SLOW_MS}/x")
+    r["ceiling_per_s"] = round(concurrency / (SLOW_MS / 1000))
+    r["of_ceiling"] = round(r["deliveries_per_s"] / r["ceiling_per_s"], 3)
+    r["slot_turnaround_ms"] = round(concurrency / r["deliveries_per_s"] * 1000, 1)
+    return r
 
 
 def defaults(bench, events=50_000, slow_events=100_000):

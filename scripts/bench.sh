@@ -7,6 +7,7 @@
 #   scripts/bench.sh --only e2e --webhooks 8 --workers 2 --concurrency 256
 #   scripts/bench.sh --only tick          # sweeper tick time at 10k, 100k and 1M rows
 #   scripts/bench.sh --only retention     # prune at 10M rows beside a delivering worker (~30 min)
+#   scripts/bench.sh --only slow --webhooks 8 --concurrency 256   # 100 ms receivers: a slot's turnaround
 #   scripts/bench.sh --only fleet|cluster|defaults   # fleet-wide limits, Redis Cluster, no-flag defaults
 #   HOOKFLEET_BENCH_TOP_STATEMENTS=1 ...   # also log where Postgres's time went (pg_stat_statements)
 #

@@ -1,6 +1,8 @@
 //! The README's bounds on a worker's concurrency, 1 … 10,000, on
 //! `hookfleet-worker` run as a real process: outside them a usage error
-//! (by flag or environment), at them a worker that delivers.
+//! (by flag or environment), at them a worker that delivers; and what a slot
+//! covers: a job frees it when its answer is in, and answered jobs waiting
+//! for their outcomes are capped at as many again.
 
 use std::time::Duration;
 
@@ -8,7 +10,9 @@ use serde_json::json;
 
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_producer::Event;
-use hookfleet_testkit::{blocking, run_within, spec, FleetProcess, Receiver, TestEnv, ENTITY};
+use hookfleet_testkit::{
+    blocking, run_within, spec, FleetProcess, Receiver, Scenario, TestEnv, ENTITY, PATIENCE,
+};
 
 /// How long a worker refusing its flags may take to exit.
 const WAIT: Duration = Duration::from_secs(20);
@@ -61,4 +65,79 @@ async fn worker_concurrency_of_1_and_10000_are_accepted_and_deliver() {
         assert!(status.success(), "--concurrency {value}: exit {status:?}");
     }
     assert_eq!(rx.count(), 2);
+}
+
+/// A row locked by another transaction: the worker's outcome write for it
+/// waits until the lock is dropped (the connection closes).
+struct RowLock {
+    /// Dropped, it ends the locking transaction.
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+impl RowLock {
+    fn take(database_url: &str, id: i64) -> RowLock {
+        use diesel::{Connection, PgConnection, RunQueryDsl};
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let url = database_url.to_string();
+        std::thread::spawn(move || {
+            let mut conn = PgConnection::establish(&url).expect("connect");
+            conn.transaction::<_, diesel::result::Error, _>(|c| {
+                diesel::sql_query(format!(
+                    "SELECT id FROM webhook_request_logs WHERE id = {id} FOR UPDATE"
+                ))
+                .execute(c)?;
+                locked_tx.send(()).expect("locked");
+                let _ = release_rx.recv();
+                Ok(())
+            })
+            .expect("lock");
+        });
+        locked_rx.recv().expect("the row is locked");
+        RowLock {
+            _release: release_tx,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_job_frees_its_slot_while_its_outcome_waits_and_the_waiting_are_capped() {
+    let (env, rx, worker) = Scenario::webhook("orders", "/orders")
+        .concurrency(1)
+        .start()
+        .await;
+    rx.hold();
+    let first = env.submit("SO-1").await.deliveries[0].id;
+    rx.wait_for(1, PATIENCE).await;
+    // The first request is in flight; its outcome will wait on this lock.
+    let lock = blocking({
+        let url = env.database_url.clone();
+        move || RowLock::take(&url, first)
+    });
+    for name in ["SO-2", "SO-3"] {
+        env.submit(name).await;
+    }
+    rx.release();
+    // With one slot, the second request is sent while the first outcome
+    // cannot be written: the slot was freed when the first answer came.
+    rx.wait_for(2, PATIENCE).await;
+    assert_eq!(
+        env.row(first).status,
+        DeliveryStatus::Queued,
+        "not written yet"
+    );
+    // One place for waiting outcomes, taken by the first: the second keeps
+    // the slot, so the third is not sent while the first cannot be written.
+    // (A look after a while: a busy machine can only make it pass later.)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rx.count(), 2, "a third request while two outcomes wait");
+    drop(lock);
+    let rows = env
+        .until_rows("all three delivered", |rows| {
+            rows.len() == 3 && rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
+        })
+        .await;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rx.count(), 3, "each sent once");
+    worker.stop().await;
 }

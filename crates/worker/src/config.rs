@@ -42,7 +42,9 @@ pub fn default_slow_endpoint_concurrency(concurrency: usize) -> usize {
 pub struct WorkerConfig {
     pub worker_id: String,
     pub queues: Vec<String>,
-    /// Hard cap on jobs held (popped and not yet acked) at once.
+    /// Most jobs being claimed and sent at once (a job's slot is freed when
+    /// its answer is in); as many more answered jobs may wait for their
+    /// outcomes to be written, so at most twice this is held.
     pub concurrency: usize,
     /// Most requests in flight to one webhook while other webhooks are
     /// active, unless the webhook sets its own `max_concurrency`.

@@ -3,9 +3,13 @@
 //! [`Starter`](crate::start::Starter), which claims and starts them while the
 //! loop takes the next ones.
 //!
-//! A slot (a semaphore permit) is taken before a job is popped and freed only
-//! after its outcome is recorded and the job acked, so `--concurrency` is a
-//! hard cap on jobs held, not only on requests in flight.
+//! A slot (a semaphore permit) is taken before a job is popped and freed
+//! when its answer is in, once the job has a place among the outcomes
+//! waiting to be recorded (as many as the slots; see
+//! [`UnitOfWork::answered`](crate::unit::UnitOfWork::answered)). So
+//! `--concurrency` caps the jobs being claimed and sent, a slot turns around
+//! at the receiver's pace rather than the recorder's, and a worker holds at
+//! most twice `--concurrency` jobs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -107,7 +111,8 @@ impl Fetcher {
     }
 
     /// Runs until shutdown is requested. Every job taken has been handed to
-    /// the starter by then; it holds its slot until it is recorded.
+    /// the starter by then; it holds its slot (then its place among the
+    /// outcomes waiting) until it is recorded.
     pub async fn run(&mut self) {
         let shutdown = self.starter.config.shutdown.clone();
         while !shutdown.is_requested() {

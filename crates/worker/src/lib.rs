@@ -28,7 +28,9 @@
 //!
 //! A job's life: LMOVE/BLMOVE into `{queue}:processing:<worker>` → claim
 //! (lease + attempt count, or Exhausted / held / stale / missing) → send → outcome
-//! recorded → LREM + DEL of the in-flight key → slot freed.
+//! recorded → LREM + DEL of the in-flight key. The delivery slot is freed
+//! when the answer is in (the job waits for its outcome in a place of its
+//! own, as many as the slots), so a slot turns around at the receiver's pace.
 
 pub mod config;
 pub mod fetch;
@@ -91,6 +93,10 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
     let counters = Arc::new(Counters::default());
     let held = Arc::new(Held::default());
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    // Answered jobs whose outcomes wait to be written and acked: as many as
+    // the slots, so a worker holds at most twice --concurrency jobs, and
+    // outcomes that cannot be written stop new requests.
+    let waiting = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let (tx, rx) = mpsc::unbounded_channel();
     let health_buffer = Arc::new(health::HealthBuffer::default());
     let recorder = Arc::new(Recorder {
@@ -139,18 +145,27 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         recorder: tx,
         http: hookfleet_core::attempt::http_client(config.policy.clone()),
         claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
+        waiting: waiting.clone(),
     });
     let fleet = starter.fleet.clone();
     Fetcher::new(starter, slots.clone()).run().await;
 
-    // Drain: every job taken holds a slot until its outcome is recorded and
-    // it is acked; when all slots are back, nothing is in flight.
+    // Drain: every job taken holds a delivery slot until its answer is in,
+    // and then a place among the outcomes waiting until it is acked (taken
+    // before the slot is given back); when all slots and then all places are
+    // back, nothing is in flight.
     tracing::info!(
         in_flight = config.concurrency - slots.available_permits(),
+        recording = config.concurrency - waiting.available_permits(),
         "draining"
     );
+    let all = config.concurrency.max(1) as u32;
+    let drained = async {
+        let _slots = slots.acquire_many(all).await;
+        let _places = waiting.acquire_many(all).await;
+    };
     let stop = tokio::select! {
-        _ = slots.acquire_many(config.concurrency.max(1) as u32) => Stop::Drained,
+        _ = drained => Stop::Drained,
         _ = tokio::time::sleep(config.drain_timeout) => Stop::TimedOut,
         _ = config.shutdown.requested(2) => Stop::Forced,
     };

@@ -51,7 +51,9 @@ struct Cli {
     #[arg(long, env = "HOOKFLEET_SLOW_ENDPOINT_CONCURRENCY",
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
     slow_endpoint_concurrency: Option<u64>,
-    /// Most deliveries at once (a hard cap on jobs held).
+    /// Most deliveries being claimed and sent at once. A slot is freed when
+    /// the answer is in; as many answered jobs more may wait for their
+    /// outcomes to be written, so a worker holds at most twice this.
     #[arg(long, env = "HOOKFLEET_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u64).range(1..=MAX_CONCURRENCY as u64))]
     concurrency: u64,

@@ -81,6 +81,10 @@ pub struct Starter {
     /// The fleet-wide limits (leases and rate tokens in Redis).
     pub fleet: Arc<FleetGate>,
     pub recorder: mpsc::UnboundedSender<Finished>,
+    /// Places for answered jobs whose outcomes wait to be written and acked
+    /// (as many as `--concurrency`): an answered job trades its delivery
+    /// slot for one (see [`UnitOfWork::answered`]).
+    pub waiting: Arc<Semaphore>,
     pub http: reqwest::Client,
     /// [`CLAIMS_IN_FLIGHT`] permits.
     pub claims: Semaphore,
@@ -394,6 +398,7 @@ impl Starter {
         let http = self.http.clone();
         let config = self.config.clone();
         let recorder = self.recorder.clone();
+        let waiting = self.waiting.clone();
         // Every line logged while this attempt is sent carries its log id,
         // attempt and webhook. A debug span: at the default level it costs
         // nothing per delivery (the lines of interest at info, the failed
@@ -401,14 +406,14 @@ impl Starter {
         let span = tracing::debug_span!("delivery", log_id = claim.log_id,
             attempt = claim.attempt, webhook = %claim.webhook_name);
         let delivery = async move {
-            let (unit, slot) = job.send();
+            let (mut unit, slot) = job.send();
             let metrics = hookfleet_core::runtime::observe::metrics();
             let sent = std::time::Instant::now();
             let report = {
                 // The webhook's slot (and its fleet-wide lease) bounds
                 // requests at its receiver: it goes when the answer is in, at
-                // the end of this block, while the job keeps its delivery
-                // slot until the outcome is recorded.
+                // the end of this block; the job then trades its delivery
+                // slot for a place among the outcomes waiting to be recorded.
                 let _slot = slot;
                 let _in_flight = metrics.in_flight_guard();
                 attempt::send(&http, &config.policy, &claim).await
@@ -417,6 +422,8 @@ impl Starter {
             let outcome = attempt::judge(&claim, &report, &config.schedule, true);
             tracing::debug!(log_id = claim.log_id, attempt = claim.attempt, webhook = %claim.webhook_name,
                 code = ?report.response_code, "attempt finished");
+            // The next request may start while this outcome is recorded.
+            unit.answered(&waiting).await;
             // The recorder outlives every delivery.
             let webhook: Arc<str> = claim.webhook_name.as_str().into();
             let _ = recorder.send(Finished {

@@ -10,9 +10,10 @@
 //! which owns its [`Job`] from then on. Before its row is claimed it takes
 //! its slot at its webhook and becomes [`Claimable`].
 //!
-//! Each owns everything the job holds in this process: its delivery slot
-//! (a permit of `--concurrency`) and its entry in [`Held`], from the pop to
-//! the ack; a [`Claimable`] its webhook slot too, which it gives to the
+//! Each owns everything the job holds in this process: its place (a
+//! delivery slot, a permit of `--concurrency`, from the pop until the answer
+//! is in; then a place among the outcomes waiting to be written, until the
+//! ack) and its entry in [`Held`], from the pop to the ack; a [`Claimable`] its webhook slot too, which it gives to the
 //! delivery (dropped when the answer is in) or frees as soon as the claim
 //! says nothing is sent. The verbs (acknowledge, dead-letter, bounce)
 //! consume the job, and dropping it frees what it holds, so no slot can be
@@ -23,7 +24,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use hookfleet_core::error::QueueError;
 use hookfleet_core::queue::DeadLetter;
@@ -42,8 +43,10 @@ pub struct TakenJob {
     pub processing: String,
     /// The job exactly as popped (LREM needs the same bytes).
     pub raw: String,
-    /// Its delivery slot: held from before the pop until it is acked.
-    _permit: OwnedSemaphorePermit,
+    /// Its place in the worker: a delivery slot (a permit of
+    /// `--concurrency`) from before the pop until its answer is in, then a
+    /// place among the outcomes waiting to be written, until it is acked.
+    place: OwnedSemaphorePermit,
     /// Its entry among the jobs this worker holds.
     _held: HeldEntry,
 }
@@ -79,7 +82,7 @@ impl TakenJob {
             queue: queue.to_string(),
             processing: processing.to_string(),
             raw,
-            _permit: permit,
+            place: permit,
             _held: entry,
         }
     }
@@ -142,6 +145,18 @@ impl From<UnitOfWork> for TakenJob {
 }
 
 impl UnitOfWork {
+    /// The answer is in: the job gives its delivery slot back for a place
+    /// among the outcomes waiting to be written (`waiting`, as many as
+    /// `--concurrency`), so the next request starts while this outcome is
+    /// written and acked. While every such place is taken it waits, keeping
+    /// its slot: outcomes that cannot be written stop new requests.
+    pub async fn answered(&mut self, waiting: &Arc<Semaphore>) {
+        if let Ok(place) = waiting.clone().acquire_owned().await {
+            // The delivery slot is freed here.
+            self.taken.place = place;
+        }
+    }
+
     pub fn job(&self) -> &Job {
         &self.job
     }
