@@ -77,14 +77,16 @@ impl Actor {
 
 /// Sessions ended by logout before their time: kept until they would
 /// have expired anyway, at most this many (more logouts than this within
-/// a session's life are not a person's).
+/// a session's life are not a person's: past it, every session ends).
 pub const MAX_REVOKED: usize = 100_000;
 
 /// The configured tokens and the key that signs sessions.
 pub struct Tokens {
     full: Option<String>,
     read: Option<String>,
-    key: [u8; 32],
+    /// Replaced (every session ends) when the sessions logged out fill
+    /// [`MAX_REVOKED`].
+    key: std::sync::RwLock<[u8; 32]>,
     /// Sessions logged out: nonce → when it would have expired (Unix
     /// seconds). A signed cookie cannot be unsigned, so a logged-out one is
     /// remembered until then.
@@ -98,7 +100,7 @@ impl Tokens {
         Tokens {
             full: full.map(|t| t.trim().to_string()),
             read: read.map(|t| t.trim().to_string()),
-            key: hookfleet_core::domain::at_rest::random_bytes(),
+            key: std::sync::RwLock::new(hookfleet_core::domain::at_rest::random_bytes()),
             revoked: Default::default(),
             guesses: Guesses::default(),
         }
@@ -118,6 +120,17 @@ impl Tokens {
         }
         if revoked.len() < MAX_REVOKED {
             revoked.insert(nonce.to_string(), expires);
+        } else {
+            // More logouts than a session's life can remember: rather than
+            // forget this one, every session ends (a new key signs the next
+            // ones), and the list starts again.
+            *self.key.write().unwrap_or_else(|e| e.into_inner()) =
+                hookfleet_core::domain::at_rest::random_bytes();
+            revoked.clear();
+            tracing::warn!(
+                revoked = MAX_REVOKED,
+                "too many sessions logged out at once to remember; every session ended, log in again"
+            );
         }
     }
 
@@ -174,7 +187,8 @@ impl Tokens {
     }
 
     fn mac(&self, parts: &[&[u8]]) -> Vec<u8> {
-        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC takes keys of any length");
+        let key = *self.key.read().unwrap_or_else(|e| e.into_inner());
+        let mut mac = HmacSha256::new_from_slice(&key).expect("HMAC takes keys of any length");
         for p in parts {
             mac.update(&(p.len() as u64).to_be_bytes());
             mac.update(p);
@@ -327,6 +341,26 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for PageActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logout_past_the_remembered_many_ends_every_session() {
+        let t = Tokens::new(Some("f".repeat(20)), Some("r".repeat(20)));
+        let kept = t.session_for(Role::Full);
+        let far = chrono::Utc::now().timestamp() + 3600;
+        t.revoked
+            .lock()
+            .unwrap()
+            .extend((0..MAX_REVOKED).map(|i| (format!("n{i}"), far)));
+        let leaving = t.session_for(Role::Read);
+        t.revoke(&leaving);
+        assert!(t.actor_of_session(&leaving).is_none(), "the logout held");
+        assert!(
+            t.actor_of_session(&kept).is_none(),
+            "every other session ended too, rather than the logout being forgotten"
+        );
+        let fresh = t.session_for(Role::Full);
+        assert!(t.actor_of_session(&fresh).is_some(), "a new login works");
+    }
 
     #[test]
     fn a_session_is_accepted_until_it_is_altered() {
