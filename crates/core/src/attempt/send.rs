@@ -103,19 +103,38 @@ async fn read_limited(
 /// `body` with every static header value of `claim` (the credentials: all
 /// but Content-Type), and each word of one, replaced by `[hidden]`.
 fn hide_credentials(mut body: Vec<u8>, claim: &Claim) -> Vec<u8> {
-    let mut secrets: Vec<&str> = claim
+    let mut secrets: Vec<String> = claim
         .headers
         .iter()
         .filter(|h| !h.key.eq_ignore_ascii_case("content-type"))
         .flat_map(|h| std::iter::once(h.value.as_str()).chain(h.value.split_whitespace()))
         .filter(|v| v.len() >= MIN_REDACTED_LEN)
+        .flat_map(echoed_forms)
         .collect();
     // Longest first, so a whole value is hidden before its words are.
     secrets.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    secrets.dedup();
     for secret in secrets {
         body = replace_all(&body, secret.as_bytes(), REDACTED);
     }
     body
+}
+
+/// `value` as a receiver may echo it: as sent, inside a JSON string
+/// (quotes and backslashes escaped), and with `/` escaped too, as PHP's
+/// `json_encode` writes it.
+fn echoed_forms(value: &str) -> Vec<String> {
+    let json = serde_json::to_string(value).unwrap_or_default();
+    let json = json
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or(value)
+        .to_string();
+    let slashed = json.replace('/', "\\/");
+    let mut forms = vec![value.to_string(), json, slashed];
+    forms.sort();
+    forms.dedup();
+    forms
 }
 
 fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
@@ -253,5 +272,15 @@ mod tests {
     fn every_occurrence_is_replaced_and_a_longer_needle_is_never_found() {
         assert_eq!(replace_all(b"a-xx-b-xx", b"xx", b"[h]"), b"a-[h]-b-[h]");
         assert_eq!(replace_all(b"short", b"longer needle", b"[h]"), b"short");
+    }
+
+    #[test]
+    fn a_value_is_hidden_as_sent_and_as_a_json_string_escapes_it() {
+        let forms = echoed_forms(r#"Bearer ab/cd"ef"#);
+        let echo = br#"{"a":"Bearer ab/cd\"ef","b":"Bearer ab\/cd\"ef"}"#;
+        let hidden = forms
+            .iter()
+            .fold(echo.to_vec(), |b, f| replace_all(&b, f.as_bytes(), b"[h]"));
+        assert_eq!(hidden, br#"{"a":"[h]","b":"[h]"}"#);
     }
 }
