@@ -33,28 +33,12 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// Characters a terminal obeys rather than shows: controls (a receiver's
-/// escape sequences, say) and the bidirectional overrides and isolates that
-/// can make text read differently from what it is.
-fn is_unsafe(c: char) -> bool {
-    c.is_control() || hookfleet_core::domain::is_deceptive(c)
-}
-
-/// `text` safe for a terminal: control and bidirectional-formatting
-/// characters are shown escaped (`\u{1b}`), never interpreted.
+/// `text` safe for a terminal: control characters (a receiver's escape
+/// sequences, say) and the bidirectional overrides and isolates that can
+/// make text read differently from what it is are shown escaped
+/// (`\u{1b}`), never interpreted.
 pub fn clean(text: &str) -> String {
-    if !text.chars().any(is_unsafe) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| {
-            if is_unsafe(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    hookfleet_core::domain::shown_on_one_line(text).into_owned()
 }
 
 /// Like [`clean`], but keeps line breaks (for multi-line text such as a

@@ -27,7 +27,7 @@ pub use signing::{
     check_secret, frappe_signature, signature_headers, standard_signature, Secret, SecretError,
     SigningKeys, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
 };
-pub use text::{is_deceptive, shown};
+pub use text::{shown, shown_on_one_line};
 pub use webhook::{
     display_header_value, parse_headers, FieldMapping, Header, HeaderError, Method, Structure,
     Webhook, WebhookRow, WebhookSpec, DEFAULT_TIMEOUT, HIDDEN,

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 /// seen: the bidirectional overrides, embeddings, isolates and marks, and
 /// the invisible joiners, spaces and marks (zero width, the byte-order
 /// mark). A name can hide behind them (`SO-1\u{202E}1-OS`).
-pub fn is_deceptive(c: char) -> bool {
+pub(crate) fn is_deceptive(c: char) -> bool {
     matches!(c,
         '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
@@ -17,7 +17,19 @@ pub fn is_deceptive(c: char) -> bool {
 /// `text` with every deceptive character and every control character but
 /// a line break or a tab shown as its escape (`\u{202e}`).
 pub fn shown(text: &str) -> Cow<'_, str> {
-    let hidden = |c: char| is_deceptive(c) || (c.is_control() && c != '\n' && c != '\t');
+    escaped(text, |c| c == '\n' || c == '\t')
+}
+
+/// As [`shown`], with line breaks and tabs escaped too: for one line of a
+/// terminal's table.
+pub fn shown_on_one_line(text: &str) -> Cow<'_, str> {
+    escaped(text, |_| false)
+}
+
+/// `text` with its deceptive and control characters, but those `kept`,
+/// shown as their escapes.
+fn escaped(text: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
+    let hidden = |c: char| is_deceptive(c) || (c.is_control() && !kept(c));
     if !text.chars().any(hidden) {
         return Cow::Borrowed(text);
     }
@@ -54,5 +66,6 @@ mod tests {
         assert_eq!(shown("bell\u{7}"), "bell\\u{7}");
         assert_eq!(shown("two\nlines\tand a tab"), "two\nlines\tand a tab");
         assert_eq!(shown("Müller & Söhne"), "Müller & Söhne");
+        assert_eq!(shown_on_one_line("two\nlines\t"), "two\\u{a}lines\\u{9}");
     }
 }
