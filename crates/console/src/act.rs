@@ -237,6 +237,7 @@ pub async fn import(
         std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
     let docs =
         frappe_import::documents(text).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    docs.iter().try_for_each(crate::api::without_nul)?;
     let target = format!(
         "{} documents{}",
         docs.len(),

@@ -165,7 +165,7 @@ fn body<T: DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, ApiError> {
 
 /// Postgres's text refuses NUL: a body naming one (`\u0000` in a key or a
 /// string) is the caller's mistake, said as such, as in a path or query.
-fn without_nul(value: &Value) -> Result<(), ApiError> {
+pub(crate) fn without_nul(value: &Value) -> Result<(), ApiError> {
     let has_nul = |s: &str| s.contains('\0');
     let found = match value {
         Value::String(s) => has_nul(s),
@@ -318,11 +318,6 @@ async fn frappe_import(
     bytes: Bytes,
 ) -> ApiResult {
     let q = query(q)?;
-    // A body that does not parse is the import's to report, document by
-    // document; one that does may not name a NUL.
-    if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
-        without_nul(&value)?;
-    }
     act::import(&c, actor, &bytes, q.dry_run, q.atomic)
         .await
         .map(Json)
