@@ -91,7 +91,8 @@ fn sql(env: &TestEnv, query: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_webhook_sends_nothing_and_exhausts_nothing_and_resume_sends_everything() {
     let (env, rx) = Scenario::new().ready().await;
-    env.add_by_cli("orders", &rx.url("/o"), &[]).ok("add");
+    env.webhook_add("orders", ENTITY, "on_submit", &rx.url("/o"), &[])
+        .ok("add");
     let mut w = worker(&env, &[]);
     // One row already Failed before the pause, made due while paused.
     rx.reply_next([Reply::status(503)]);

@@ -12,8 +12,7 @@
 //! ```
 //!
 //! Also the act steps that recur after it: emitting one event and waiting
-//! for its row to reach a status, and `hookfleet webhook add` of a webhook
-//! on Sales Order `on_submit`.
+//! for its row to reach a status.
 
 use serde_json::Value;
 
@@ -25,7 +24,6 @@ use hookfleet_producer::{Batch, EmitReport, Event};
 use crate::env::{spec, TestEnv, WorkerHandle};
 use crate::fixtures::ENTITY;
 use crate::receiver::{Receiver, Reply};
-use crate::run::Run;
 
 /// A webhook of a scenario: its definition, and the path on the receiver it
 /// posts to (its url is set once the receiver listens).
@@ -237,11 +235,5 @@ impl TestEnv {
     pub async fn submit_doc_until(&self, doc: Value, status: DeliveryStatus) -> DeliveryLog {
         let report = self.emit_doc("on_submit", "SO-1", doc).await;
         self.until_status(report.deliveries[0].id, status).await
-    }
-
-    /// `hookfleet webhook add NAME` on Sales Order `on_submit` posting to
-    /// `url`, with `extra` arguments after.
-    pub fn add_by_cli(&self, name: &str, url: &str, extra: &[&str]) -> Run {
-        self.webhook_add(name, ENTITY, "on_submit", url, extra)
     }
 }
