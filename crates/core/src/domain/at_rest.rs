@@ -30,9 +30,9 @@ pub const SEALED_PREFIX: &str = "hfenc:";
 
 const VERSION: &str = "v1";
 
-/// The environment variables the keys are read from.
+/// The environment variables the keys are read from (by the settings every
+/// binary shares), named in messages about them.
 pub const KEY_ENV: &str = "HOOKFLEET_SECRET_KEY";
-pub(crate) const KEY_FILE_ENV: &str = "HOOKFLEET_SECRET_KEY_FILE";
 pub(crate) const OLD_KEYS_ENV: &str = "HOOKFLEET_SECRET_KEY_OLD";
 
 /// What a sealed value is, bound into it.
@@ -120,29 +120,6 @@ impl Keyring {
                 .map(|k| SealingKey::from_base64(k, OLD_KEYS_ENV))
                 .collect::<Result<_, _>>()?,
         })
-    }
-
-    /// The keyring the environment describes (see the module docs).
-    pub fn from_env() -> Result<Keyring, ConfigError> {
-        let mut current = std::env::var(KEY_ENV).ok().filter(|k| !k.trim().is_empty());
-        if current.is_none() {
-            if let Some(path) = std::env::var_os(KEY_FILE_ENV) {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError(format!(
-                        "cannot read {KEY_FILE_ENV} ({}): {e}",
-                        std::path::Path::new(&path).display()
-                    ))
-                })?;
-                current = Some(text.trim().to_string());
-            }
-        }
-        let old_text = std::env::var(OLD_KEYS_ENV).unwrap_or_default();
-        let old: Vec<&str> = old_text
-            .split(',')
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .collect();
-        Keyring::new(current.as_deref(), &old)
     }
 
     /// Whether new values are sealed.

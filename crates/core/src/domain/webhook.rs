@@ -237,17 +237,6 @@ impl Webhook {
         self.previous_secret.is_some() && self.previous_secret_expires_at.is_some_and(|t| t > now)
     }
 
-    /// The secrets that sign now (the previous one only while the rotation
-    /// is open), opened.
-    pub fn signing_keys(&self, now: DateTime<Utc>) -> Result<SigningKeys, OpenError> {
-        open_signing_keys(
-            self.secret.as_deref(),
-            self.previous_secret
-                .as_deref()
-                .filter(|_| self.rotating(now)),
-        )
-    }
-
     /// The definition this row was built from, for `webhook update` (the
     /// secret and header values opened).
     pub fn to_spec(&self) -> Result<WebhookSpec, HeaderError> {
