@@ -144,7 +144,7 @@ pub async fn run(store: Store, queue: RedisQueue, config: WorkerConfig) -> Worke
         )),
         recorder: tx,
         http: hookfleet_core::attempt::http_client(config.policy.clone()),
-        claims: Semaphore::new(start::CLAIMS_IN_FLIGHT),
+        claims: start::ClaimQueue::default(),
         waiting: waiting.clone(),
     });
     let fleet = starter.fleet.clone();

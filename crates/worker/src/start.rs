@@ -3,7 +3,8 @@
 //! claimed in one statement, each claimed row's delivery starts at once, and
 //! the jobs that cannot be sent are acked (Exhausted, or stale), or
 //! dead-lettered (naming no row). Several claims run at once (the fetch loop
-//! does not wait for them).
+//! does not wait for them), and jobs that wait for one are claimed together
+//! (see [`ClaimQueue`]).
 //!
 //! [`Starter::reserve`] is the one place a job takes its webhook's slot,
 //! whether the fetch loop just took it, its webhook had to be looked up, it
@@ -15,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 
 use hookfleet_core::attempt::{self, Claim};
 use hookfleet_core::runtime::retry_until_stopped;
@@ -46,6 +47,12 @@ pub const LEASE_SLACK: std::time::Duration = std::time::Duration::from_millis(20
 /// a handful of Postgres connections.
 pub const CLAIMS_IN_FLIGHT: usize = 2;
 
+/// The most rows one claim statement takes: jobs that queued for a claim
+/// while the statements before them ran go together, up to this many (one
+/// statement for a few hundred ids costs little more than for one; a
+/// bigger batch would only make its first jobs wait on its last rows).
+pub const MAX_CLAIM_BATCH: usize = 512;
+
 /// How many times a claim the database refuses is tried again before it is
 /// split (or, for one row, given up): a deadlock or a statement timeout
 /// passes; a row that cannot be claimed does not.
@@ -69,6 +76,53 @@ enum Claimed {
     Closed,
 }
 
+/// The claim statements: [`CLAIMS_IN_FLIGHT`] permits, and the jobs waiting
+/// for one. A caller adds its jobs, waits for a permit, then claims every
+/// job waiting (up to [`MAX_CLAIM_BATCH`]), its own or others': under load a
+/// slot waits for at most the statement ahead of it, not for a queue of
+/// small ones, and Postgres commits fewer, larger claims.
+pub struct ClaimQueue {
+    permits: Semaphore,
+    waiting: std::sync::Mutex<Vec<Claimable>>,
+}
+
+impl Default for ClaimQueue {
+    fn default() -> Self {
+        ClaimQueue {
+            permits: Semaphore::new(CLAIMS_IN_FLIGHT),
+            waiting: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl ClaimQueue {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Claimable>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `jobs` to those waiting for a claim; once a statement may start,
+    /// takes those still waiting, oldest first (None: other callers took
+    /// them all, and claim them). A caller takes at least as many jobs as it
+    /// added (more than [`MAX_CLAIM_BATCH`] only when it added more), so no
+    /// job is left waiting for a caller that never comes.
+    async fn join(&self, jobs: Vec<Claimable>) -> Option<(SemaphorePermit<'_>, Vec<Claimable>)> {
+        let added = jobs.len();
+        self.waiting().extend(jobs);
+        let Ok(permit) = self.permits.acquire().await else {
+            // Never closed while the worker runs; should it be, the jobs
+            // are let go (their slots freed) rather than left waiting.
+            self.waiting().clear();
+            return None;
+        };
+        let batch: Vec<Claimable> = {
+            let mut waiting = self.waiting();
+            let n = waiting.len().min(MAX_CLAIM_BATCH.max(added));
+            waiting.drain(..n).collect()
+        };
+        (!batch.is_empty()).then_some((permit, batch))
+    }
+}
+
 /// What claiming and starting needs; shared by the fetch loop and the claim
 /// tasks it spawns.
 pub struct Starter {
@@ -86,8 +140,8 @@ pub struct Starter {
     /// slot for one (see [`UnitOfWork::answered`]).
     pub waiting: Arc<Semaphore>,
     pub http: reqwest::Client,
-    /// [`CLAIMS_IN_FLIGHT`] permits.
-    pub claims: Semaphore,
+    /// The claim statements and the jobs waiting for one.
+    pub claims: ClaimQueue,
 }
 
 impl Starter {
@@ -129,12 +183,17 @@ impl Starter {
                 }
             }
         }
-        let jobs = self.fleet.admit(&self.limits, ready).await;
-        if jobs.is_empty() {
+        let admitted = self.fleet.admit(&self.limits, ready).await;
+        if admitted.is_empty() {
             return;
         }
+        // Every job added is claimed by some caller: each takes at least as
+        // many as it added.
+        let Some((permit, jobs)) = self.claims.join(admitted).await else {
+            return;
+        };
         let ids: Vec<i64> = jobs.iter().map(Claimable::log_id).collect();
-        let Some(verdicts) = self.claim(ids).await else {
+        let Some(verdicts) = self.claim(ids, Some(permit)).await else {
             // Told to stop at once while the database was down: the jobs stay
             // in the processing list for the reaper.
             return;
@@ -320,16 +379,22 @@ impl Starter {
         });
     }
 
-    /// Claims rows, at most [`CLAIMS_IN_FLIGHT`] statements at once, retrying
-    /// while the database does not answer (the jobs and their slots stay
-    /// held, so nothing new is taken meanwhile): one verdict per id, in
-    /// order. A claim the database keeps refusing is split row by row; a row
-    /// it refuses alone is [`Verdict::Refused`]. None: told to stop (the jobs
-    /// stay in the processing list, and the drain puts them back).
-    async fn claim(&self, ids: Vec<i64>) -> Option<Vec<Verdict>> {
+    /// Claims rows, at most [`CLAIMS_IN_FLIGHT`] statements at once (the
+    /// first with `permit` when the caller holds one), retrying while the
+    /// database does not answer (the jobs and their slots stay held, so
+    /// nothing new is taken meanwhile): one verdict per id, in order. A claim
+    /// the database keeps refusing is split row by row; a row it refuses
+    /// alone is [`Verdict::Refused`]. None: told to stop (the jobs stay in
+    /// the processing list, and the drain puts them back).
+    async fn claim(
+        &self,
+        ids: Vec<i64>,
+        permit: Option<SemaphorePermit<'_>>,
+    ) -> Option<Vec<Verdict>> {
         let ids = Arc::new(ids);
         let lease_margin = self.config.lease_margin;
         let refusals = AtomicU32::new(0);
+        let first = std::sync::Mutex::new(permit);
         let claimed = retry_until_stopped(
             self.config.shutdown.requested(1),
             |e, wait| {
@@ -340,8 +405,13 @@ impl Starter {
                 let batch_ids = ids.clone();
                 let result = {
                     // Held for the statement only, never across a wait.
-                    let Ok(_permit) = self.claims.acquire().await else {
-                        return Ok(Claimed::Closed);
+                    let given = first.lock().expect("permit lock").take();
+                    let _permit = match given {
+                        Some(permit) => permit,
+                        None => match self.claims.permits.acquire().await {
+                            Ok(permit) => permit,
+                            Err(_) => return Ok(Claimed::Closed),
+                        },
                     };
                     self.store
                         .run(move |c| deliveries::claim(c, &batch_ids, lease_margin))
@@ -375,7 +445,7 @@ impl Starter {
         }
         let mut verdicts = Vec::with_capacity(ids.len());
         for id in ids {
-            verdicts.extend(Box::pin(self.claim(vec![*id])).await?);
+            verdicts.extend(Box::pin(self.claim(vec![*id], None)).await?);
         }
         Some(verdicts)
     }
@@ -434,5 +504,93 @@ impl Starter {
             });
         };
         tokio::spawn(tracing::Instrument::instrument(delivery, span));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookfleet_core::queue::Job;
+
+    /// A job for row `id`, holding one of `slots`.
+    fn claimable(id: i64, slots: &Arc<Semaphore>, held: &Arc<Held>) -> Claimable {
+        let permit = slots.clone().try_acquire_owned().expect("a free slot");
+        let unit = TakenJob::new("q", "q:processing", Job::new(id).encode(), permit, held)
+            .parse()
+            .expect("a job that parses");
+        Claimable::new(unit, None)
+    }
+
+    /// Callers that queued while both statements ran: each added its jobs,
+    /// and every job comes out of exactly one batch, no batch over
+    /// [`MAX_CLAIM_BATCH`], in far fewer batches than callers.
+    async fn claimed_batches(callers: i64, each: i64) -> Vec<Vec<i64>> {
+        let queue = Arc::new(ClaimQueue::default());
+        let slots = Arc::new(Semaphore::new((callers * each) as usize));
+        let held = Arc::new(Held::default());
+        let busy: Vec<_> = (0..CLAIMS_IN_FLIGHT)
+            .map(|_| queue.permits.try_acquire().expect("a free permit"))
+            .collect();
+        let tasks: Vec<_> = (0..callers)
+            .map(|caller| {
+                let jobs: Vec<Claimable> = (0..each)
+                    .map(|k| claimable(1 + caller * each + k, &slots, &held))
+                    .collect();
+                let queue = queue.clone();
+                tokio::spawn(async move {
+                    let joined = queue.join(jobs).await;
+                    joined.map(|(_permit, batch)| {
+                        batch.iter().map(Claimable::log_id).collect::<Vec<i64>>()
+                    })
+                })
+            })
+            .collect();
+        let everyone_waits = async {
+            while queue.waiting().len() < (callers * each) as usize {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), everyone_waits)
+            .await
+            .expect("every caller adds its jobs");
+        drop(busy);
+        let mut batches = Vec::new();
+        for task in tasks {
+            if let Some(batch) = task.await.expect("the caller ends") {
+                batches.push(batch);
+            }
+        }
+        batches
+    }
+
+    #[tokio::test]
+    async fn jobs_waiting_for_a_claim_go_together_and_each_once() {
+        let batches = claimed_batches(20, 5).await;
+        assert_eq!(
+            batches.len(),
+            1,
+            "one statement for the 20 callers: {batches:?}"
+        );
+        let mut ids: Vec<i64> = batches.concat();
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_adds_more_than_a_batch_takes_all_it_added() {
+        let batches = claimed_batches(1, MAX_CLAIM_BATCH as i64 + 88).await;
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![MAX_CLAIM_BATCH + 88]);
+    }
+
+    #[tokio::test]
+    async fn a_claim_takes_at_most_its_batch_and_the_rest_is_claimed_by_the_next() {
+        let batches = claimed_batches(3, 300).await;
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert!(sizes.iter().all(|&n| n <= MAX_CLAIM_BATCH), "{sizes:?}");
+        assert_eq!(sizes.len(), 2, "{sizes:?}");
+        let mut ids: Vec<i64> = batches.concat();
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=900).collect::<Vec<_>>(), "every job once");
     }
 }
