@@ -55,16 +55,22 @@ pub(crate) fn latency_bucket(ms: i32) -> i16 {
     LATENCY_BOUNDS_MS.partition_point(|&bound| bound < ms) as i16
 }
 
-/// One attempt, as health counts it.
+/// One attempt as health counts it, or several successes of one webhook
+/// in one latency bucket taken together (see [`Sample::absorb`]).
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub webhook_id: i64,
+    /// When it started (for successes taken together, the latest start:
+    /// all a success tells the health is when the last one was).
     pub started_at: DateTime<Utc>,
     pub duration_ms: i32,
     /// The receiver answered 2xx.
     pub ok: bool,
     /// What went wrong (for a failure): the error, or `HTTP <code>`.
     pub error: Option<String>,
+    /// How many attempts it stands for: 1, or more for successes taken
+    /// together.
+    pub count: i32,
 }
 
 impl Sample {
@@ -77,7 +83,24 @@ impl Sample {
             duration_ms: outcome.duration_ms,
             ok,
             error: (!ok).then(|| outcome.reason()),
+            count: 1,
         }
+    }
+
+    /// Which successes may be taken together with this one: those of the
+    /// same webhook in the same latency bucket (None for a failure, whose
+    /// time and error each count).
+    pub fn merge_key(&self) -> Option<(i64, i16)> {
+        self.ok
+            .then(|| (self.webhook_id, latency_bucket(self.duration_ms)))
+    }
+
+    /// Takes `other`, a success with the same [`Sample::merge_key`], into
+    /// this one: the health written is the same as for both apart.
+    pub fn absorb(&mut self, other: &Sample) {
+        debug_assert_eq!(self.merge_key(), other.merge_key());
+        self.count = self.count.saturating_add(other.count);
+        self.started_at = self.started_at.max(other.started_at);
     }
 }
 
@@ -94,11 +117,11 @@ pub struct AutoPaused {
 
 const RECORD_HEALTH_SQL: &str = "
 WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::smallint[], $4::bool[], $5::text[])
-        AS t(webhook_id, started_at, bucket, ok, error)
+    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::smallint[], $4::bool[], $5::text[], $6::int[])
+        AS t(webhook_id, started_at, bucket, ok, error, n)
 ), hourly AS (
     INSERT INTO webhook_health_hourly AS h (webhook_id, hour, bucket, attempts, successes)
-    SELECT webhook_id, date_trunc('hour', now()), bucket, count(*), count(*) FILTER (WHERE ok)
+    SELECT webhook_id, date_trunc('hour', now()), bucket, sum(n), coalesce(sum(n) FILTER (WHERE ok), 0)
     FROM input GROUP BY webhook_id, bucket ORDER BY webhook_id, bucket
     ON CONFLICT (webhook_id, hour, bucket) DO UPDATE
     SET attempts = h.attempts + EXCLUDED.attempts, successes = h.successes + EXCLUDED.successes
@@ -106,7 +129,8 @@ WITH input AS (
     SELECT webhook_id, max(started_at) FILTER (WHERE ok) AS at FROM input GROUP BY webhook_id
 ), per AS (
     SELECT i.webhook_id, o.at AS last_success_at, max(i.started_at) AS last_attempt_at,
-           count(*) FILTER (WHERE NOT i.ok AND (o.at IS NULL OR i.started_at > o.at)) AS failures,
+           coalesce(sum(i.n) FILTER (WHERE NOT i.ok AND (o.at IS NULL OR i.started_at > o.at)), 0)
+               AS failures,
            min(i.started_at) FILTER (WHERE NOT i.ok AND (o.at IS NULL OR i.started_at > o.at))
                AS first_failure,
            (array_agg(i.error ORDER BY i.started_at DESC) FILTER (WHERE NOT i.ok))[1] AS last_error
@@ -194,6 +218,7 @@ pub fn record(
         .bind::<Array<SmallInt>, _>(buckets)
         .bind::<Array<Bool>, _>(ok)
         .bind::<Array<Nullable<Text>>, _>(errors)
+        .bind::<Array<Integer>, _>(samples.iter().map(|s| s.count).collect::<Vec<i32>>())
         .load(conn)?;
     let Some(after) = auto_pause_after else {
         return Ok(Vec::new());
