@@ -219,6 +219,15 @@ ensure_browser() {
   apt_install chromium chromium-driver
 }
 
+# promtool, Prometheus's own checker (Debian's prometheus package carries
+# it): the tests lint every process's scrape with it, and check-deploy
+# checks and unit-tests the shipped alert rules.
+ensure_promtool() {
+  command -v promtool >/dev/null && return 0
+  command -v dpkg >/dev/null || return 0
+  apt_install prometheus
+}
+
 ensure_services() {
   ensure_build_deps && ensure_postgres && ensure_redis
 }

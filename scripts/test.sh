@@ -32,6 +32,7 @@ cd "$(dirname "$0")/.."
 . scripts/services.sh
 ensure_services
 ensure_browser
+ensure_promtool
 
 only=""
 case "${1:-}" in --cluster|--pooler) only=${1#--}; shift ;; esac
@@ -65,6 +66,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhoo
   "$venv/bin/pip" install -q standardwebhooks prometheus-client
 fi
 export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
+export HOOKFLEET_TEST_PROMTOOL="$(command -v promtool)"
 
 # The end-to-end tests run the real binaries: build them first.
 cargo build --bins --quiet

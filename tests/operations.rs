@@ -536,3 +536,103 @@ fn idle_sockets_on_the_metrics_port_are_closed_and_cannot_starve_it() {
     assert_eq!(get(&base, "/livez").0, 200, "the listener serves again");
     worker.stop();
 }
+
+/// `promtool check metrics` (Prometheus's own linter, from the Debian
+/// package the test script installs) on a scrape: its complaints, empty
+/// when it has none.
+fn promtool_complaints(text: &str) -> String {
+    use std::io::Write;
+    let promtool = std::env::var("HOOKFLEET_TEST_PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    let mut child = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {promtool} (scripts/test.sh installs it): {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the scrape");
+    let out = child.wait_with_output().expect("promtool's output");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        String::new()
+    } else {
+        format!("exit {:?}: {said}", out.status.code())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_process_scrape_passes_promtool_and_says_what_runs_it() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([hookfleet_testkit::Reply::status(503)]);
+    env.add_webhook(&spec("orders", ENTITY, "on_submit", &receiver.url("/o")));
+    env.emit_by_cli("on_submit", "SO-1", &json!({"name": "SO-1"}))
+        .ok("emit");
+    let (mut worker, worker_base) = start_with_metrics(&env, "hookfleet-worker", &[]);
+    let (mut sweeper, sweeper_base) =
+        start_with_metrics(&env, "hookfleet-sweeper", &["--interval", "1s"]);
+    let token = "an-ingest-token-of-some-length";
+    let ingest = IngestProcess::start(&env, &["--token", token]);
+    let auth = format!("Authorization: Bearer {token}");
+    let event = json!({"entity_type": ENTITY, "event": "on_submit", "name": "SO-2"});
+    assert_eq!(
+        ingest.post("/v1/events", event.to_string(), &[&auth]).0,
+        202
+    );
+    receiver.wait_for(1, PATIENCE).await;
+    // Scrapes once the worker has counted an attempt, so labelled series
+    // (counters, histograms) are in what promtool reads.
+    let worker_text = blocking_until_metric(
+        &worker_base,
+        r#"hookfleet_deliveries_total{webhook="orders",outcome="failed"}"#,
+    );
+    let scrapes = [
+        ("worker", worker_text),
+        ("sweeper", get(&sweeper_base, "/metrics").1),
+        (
+            "ingest",
+            curl(&["-H", &auth, &format!("{}/metrics", ingest.base)]).1,
+        ),
+    ];
+    for (process, text) in &scrapes {
+        assert_eq!(
+            promtool_complaints(text),
+            "",
+            "the {process}'s scrape:\n{text}"
+        );
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_start_time_seconds ",
+        ] {
+            let value = sample(text, name);
+            assert!(
+                value.is_some_and(|v| v > 0.0),
+                "the {process} exports {name}:\n{text}"
+            );
+        }
+        let build = format!(
+            r#"hookfleet_build_info{{version="{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(sample(text, &build), Some(1.0), "the {process}:\n{text}");
+    }
+    // A scrape promtool must refuse, so the check above can fail.
+    assert_ne!(
+        promtool_complaints("# TYPE x counter\nx 1\n"),
+        "",
+        "promtool accepted a counter without _total"
+    );
+    worker.stop();
+    sweeper.stop();
+}

@@ -9,10 +9,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -103,6 +104,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookfleet_webhooks_auto_paused_total",
     "hookfleet_deliveries_withheld_total",
     "hookfleet_pruned_total",
+    "hookfleet_build_info",
 ];
 
 /// What a process does, and so which metrics it exports.
@@ -154,8 +156,30 @@ impl Metrics {
         }
     }
 
-    /// Exports the metrics `role` keeps (a process may have several).
+    /// Exports the metrics `role` keeps (a process may have several), and
+    /// with the first role what every process has: `process_*` and
+    /// `hookfleet_build_info`.
     pub fn export(&self, role: Role) {
+        if self
+            .registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert("process")
+        {
+            let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+            registry.register_collector(Box::new(ProcessCollector));
+            let build = Family::<BuildLabels, Gauge>::default();
+            build
+                .get_or_create(&BuildLabels {
+                    version: env!("CARGO_PKG_VERSION"),
+                })
+                .set(1);
+            registry.register(
+                "hookfleet_build_info",
+                "The build this process runs (always 1; the version in its label)",
+                build,
+            );
+        }
         let queues = || {
             self.register(
                 "hookfleet_queue_depth",
@@ -366,6 +390,78 @@ fn classic_text(openmetrics: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// The `process_*` metrics every Prometheus client exports (CPU, memory,
+/// file descriptors, threads, start time), read from `/proc` at each scrape
+/// as the official Go client reads them. A value the system does not give
+/// is left out.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let process = metrics_process::collector::collect();
+        if let Some(seconds) = process.cpu_seconds_total {
+            let counter = ConstCounter::new(seconds);
+            let metric = encoder.encode_descriptor(
+                "process_cpu_seconds",
+                "Total user and system CPU time spent in seconds",
+                None,
+                counter.metric_type(),
+            )?;
+            counter.encode(metric)?;
+        }
+        let gauges = [
+            (
+                "process_open_fds",
+                "Number of open file descriptors",
+                process.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                process.max_fds,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                process.virtual_memory_bytes,
+            ),
+            (
+                "process_virtual_memory_max_bytes",
+                "Maximum amount of virtual memory available in bytes (0: unlimited)",
+                process.virtual_memory_max_bytes,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                process.resident_memory_bytes,
+            ),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds",
+                process.start_time_seconds,
+            ),
+            (
+                "process_threads",
+                "Number of OS threads in the process",
+                process.threads,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let Some(value) = value else { continue };
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
+    }
 }
 
 /// A request in flight (see [`Metrics::in_flight_guard`]).
