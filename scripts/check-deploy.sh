@@ -10,6 +10,9 @@
 #   systemd     `systemd-analyze verify` on the units (where systemd-analyze
 #               exists) and `systemd-analyze security` exposure at most 4.0
 #               for every service, plus the settings the units must keep.
+#   Prometheus  `promtool check rules` on deploy/prometheus/hookfleet-alerts.yml
+#               and `promtool test rules` on its unit tests (promtool from
+#               Debian's prometheus package, installed when missing).
 #   Container   deploy/Containerfile's COPY sources exist and are not ignored,
 #               every crate manifest is in the dependency layer, the base
 #               images are pinned, the user is not root.
@@ -122,6 +125,17 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 else
   say "systemd-analyze not installed: unit verify and security scores SKIPPED (settings checked below)"
 fi
+
+# ---- Prometheus --------------------------------------------------------------
+# (In a subshell: the services script has a `say` of its own.)
+( . "$here/scripts/services.sh" && ensure_promtool )
+command -v promtool >/dev/null 2>&1 || fail "promtool is needed to check the alert rules"
+rules="$root/deploy/prometheus"
+promtool check rules "$rules/hookfleet-alerts.yml" > "$tmp/rules.out" 2>&1 ||
+  { cat "$tmp/rules.out" >&2; fail "promtool check rules"; }
+(cd "$rules" && promtool test rules hookfleet-alerts.test.yml) > "$tmp/rules-test.out" 2>&1 ||
+  { cat "$tmp/rules-test.out" >&2; fail "promtool test rules"; }
+say "promtool: $(grep -o '[0-9]* rules found' "$tmp/rules.out"), their unit tests pass"
 
 # ---- What a schema cannot see ----------------------------------------------
 "$py" - "$root" "$tmp/base.yaml" "$tmp/all.yaml" <<'PY'
