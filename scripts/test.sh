@@ -66,6 +66,14 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhoo
   "$venv/bin/pip" install -q standardwebhooks prometheus-client
 fi
 export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
+# ...and by the official library for Node, as a Node receiver uses it.
+node_dir="$HOME/.cache/hookfleet/test-node"
+if [ ! -f "$node_dir/node_modules/standardwebhooks/package.json" ]; then
+  command -v npm >/dev/null || apt_install nodejs npm
+  mkdir -p "$node_dir"
+  npm install --prefix "$node_dir" --no-audit --no-fund --silent standardwebhooks@1
+fi
+export HOOKFLEET_TEST_NODE_MODULES="$node_dir/node_modules"
 export HOOKFLEET_TEST_PROMTOOL="$(command -v promtool)"
 
 # The end-to-end tests run the real binaries: build them first.

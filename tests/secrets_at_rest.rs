@@ -60,28 +60,54 @@ async fn deliver_so_1_with_key(env: &TestEnv, key: &str) {
     worker.stop().await;
 }
 
-/// Whether the official Standard Webhooks library accepts `request` for
-/// `secret`.
+/// The official Standard Webhooks libraries the tests judge signatures
+/// with, as receivers use them.
+#[derive(Debug, Clone, Copy)]
+enum Library {
+    Python,
+    Node,
+}
+
+/// Whether the official Standard Webhooks library for Python accepts
+/// `request` for `secret` (given as a string).
 fn standard_library_accepts(request: &Received, secret: &str) -> bool {
-    let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/support/py/verify_standard_webhooks.py"
-    );
+    library_accepts(Library::Python, request, secret, false)
+}
+
+/// Whether `library` accepts `request` for `secret`, given as a string or,
+/// with `raw`, as its bytes.
+fn library_accepts(library: Library, request: &Received, secret: &str, raw: bool) -> bool {
+    let (program, script) = match library {
+        Library::Python => (
+            std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into()),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/py/verify_standard_webhooks.py"
+            ),
+        ),
+        Library::Node => (
+            "node".to_string(),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/js/verify_standard_webhooks.cjs"
+            ),
+        ),
+    };
     let headers: serde_json::Map<String, serde_json::Value> = request
         .headers
         .iter()
         .filter(|(k, _)| k.starts_with("webhook-"))
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
-    let input = serde_json::json!({"secret": secret, "headers": headers, "body": request.body});
-    let mut child = Command::new(&python)
+    let input =
+        serde_json::json!({"secret": secret, "raw": raw, "headers": headers, "body": request.body});
+    let mut child = Command::new(&program)
         .arg(script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("run {python} (scripts/test.sh sets up its venv): {e}"));
+        .unwrap_or_else(|e| panic!("run {program} (scripts/test.sh sets it up): {e}"));
     child
         .stdin
         .take()
@@ -92,7 +118,7 @@ fn standard_library_accepts(request: &Received, secret: &str) -> bool {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.starts_with("ok") || said.starts_with("refused"),
-        "the verifier did not run (is standardwebhooks installed?): {said} {}",
+        "the {library:?} verifier did not run (is the library installed?): {said} {}",
         String::from_utf8_lossy(&out.stderr)
     );
     said.starts_with("ok")
@@ -464,4 +490,94 @@ fn a_worker_lacking_a_key_stored_values_are_sealed_with_refuses_to_start() {
     );
     assert!(answer.1.contains("does not have"), "{answer:?}");
     worker.stop();
+}
+
+/// `hookfleet secrets generate [--sealing-key]` with no database in its
+/// environment: the one line it prints, checked to be base64 of 32 bytes
+/// after `prefix`.
+fn generated(env: &TestEnv, extra: &[&str], prefix: &str) -> String {
+    let mut cmd = env.command("hookfleet");
+    cmd.env_remove("DATABASE_URL").env_remove("REDIS_URL");
+    let run = Run::from(
+        cmd.args(["secrets", "generate"])
+            .args(extra)
+            .output()
+            .expect("run hookfleet"),
+    );
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.stderr, "", "{run}");
+    let line = run.stdout.trim_end_matches('\n');
+    assert!(!line.contains('\n'), "one line: {run}");
+    let encoded = line
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("starts with {prefix:?}: {line}"));
+    let bytes = STANDARD.decode(encoded).expect("base64");
+    assert_eq!(bytes.len(), 32, "{line}");
+    line.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_secret_signs_deliveries_the_official_library_accepts_and_a_generated_key_seals(
+) {
+    let env = TestEnv::new();
+    let secret = generated(&env, &[], "whsec_");
+    assert_ne!(secret, generated(&env, &[], "whsec_"), "each one new");
+    let key = generated(&env, &["--sealing-key"], "");
+    assert_ne!(key, generated(&env, &["--sealing-key"], ""));
+
+    let rx = Receiver::start().await;
+    let added = add_with_key(
+        &env,
+        Some(&key),
+        "api",
+        &rx.url("/api"),
+        &["--secret", &secret],
+    );
+    assert_eq!(added.code, Some(0), "{added}");
+    deliver_so_1_with_key(&env, &key).await;
+    let sent = &rx.requests()[0];
+    for library in [Library::Python, Library::Node] {
+        assert!(
+            library_accepts(library, sent, &secret, false),
+            "{library:?} takes the generated secret as it is"
+        );
+        let other = generated(&env, &[], "whsec_");
+        assert!(!library_accepts(library, sent, &other, false));
+    }
+    // Sealed with the generated key: the dump does not hold the secret.
+    let dump = Command::new("pg_dump")
+        .arg(&env.database_url)
+        .output()
+        .expect("pg_dump");
+    assert!(dump.status.success());
+    assert!(!String::from_utf8_lossy(&dump.stdout).contains(&secret));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_secret_verifies_when_the_libraries_are_given_its_bytes_as_receivers_md_says() {
+    let env = TestEnv::new();
+    let secret = "a-plain-secret-not-whsec";
+    let rx = Receiver::start().await;
+    let added = add_with_key(
+        &env,
+        Some(KEY_1),
+        "plain",
+        &rx.url("/p"),
+        &["--secret", secret],
+    );
+    assert_eq!(added.code, Some(0), "{added}");
+    deliver_so_1_with_key(&env, KEY_1).await;
+    let sent = &rx.requests()[0];
+    for library in [Library::Python, Library::Node] {
+        assert!(
+            library_accepts(library, sent, secret, true),
+            "{library:?} with the secret's bytes"
+        );
+        // Given as a string, the library takes it for base64 and refuses
+        // the request: the trap docs/RECEIVERS.md warns of.
+        assert!(
+            !library_accepts(library, sent, secret, false),
+            "{library:?} with the secret as a string"
+        );
+    }
 }

@@ -85,6 +85,11 @@ enum Command {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let s = cli.settings;
+    if let Command::Secrets(SecretsCommand::Generate(generate)) = &cli.command {
+        // Needs no database, even when one is configured.
+        generate.run();
+        return Ok(());
+    }
     if matches!(cli.command, Command::Console(_)) {
         hookfleet_settings::init_tracing(&s.log_format);
     }
@@ -123,7 +128,12 @@ fn main() -> ExitCode {
 
 #[tokio::main(flavor = "current_thread")]
 async fn run_main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(generate) = cmd::secrets::offline(&args) {
+        generate.run();
+        return ExitCode::SUCCESS;
+    }
+    let cli = Cli::parse_from(args);
     if !matches!(cli.command, Command::Console(_)) {
         end_quietly_on_a_closed_pipe();
     }

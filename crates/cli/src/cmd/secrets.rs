@@ -1,5 +1,6 @@
 //! `hookfleet secrets reencrypt`: webhook secrets and header values at
-//! rest sealed again with the current key.
+//! rest sealed again with the current key. `hookfleet secrets generate`: a
+//! new signing secret or sealing key (no database needed).
 
 use clap::Subcommand;
 
@@ -8,6 +9,12 @@ use hookfleet_core::store::Store;
 
 #[derive(Subcommand)]
 pub enum SecretsCommand {
+    /// Print a new webhook signing secret in the Standard Webhooks form
+    /// (`whsec_` and the base64 of 32 random bytes), which the official
+    /// libraries take as it is; needs no database.
+    ///
+    /// Example: hookfleet webhook add orders ... --secret "$(hookfleet secrets generate)"
+    Generate(Generate),
     /// Seal every stored secret and header value with the current key
     /// (HOOKFLEET_SECRET_KEY), opening them with it or an old one
     /// (HOOKFLEET_SECRET_KEY_OLD). Run after changing keys; then the old
@@ -24,8 +31,60 @@ pub enum SecretsCommand {
     },
 }
 
+/// `hookfleet secrets generate`.
+#[derive(clap::Args)]
+pub struct Generate {
+    /// Print a key for HOOKFLEET_SECRET_KEY (32 random bytes, base64)
+    /// instead: the key that seals secrets and header values at rest.
+    #[arg(long)]
+    sealing_key: bool,
+}
+
+impl Generate {
+    /// Prints the secret (or key) on a line of its own, and nothing else.
+    pub fn run(&self) {
+        if self.sealing_key {
+            println!("{}", hookfleet_core::domain::at_rest::generate_key());
+        } else {
+            println!("{}", hookfleet_core::domain::generate_secret());
+        }
+    }
+}
+
+/// The generate command, when the arguments are exactly that (with or
+/// without a database configured): it touches neither Postgres nor Redis,
+/// so it is parsed apart from the settings the other commands require.
+pub fn offline(args: &[std::ffi::OsString]) -> Option<Generate> {
+    #[derive(clap::Parser)]
+    #[command(name = "hookfleet")]
+    struct Offline {
+        #[command(subcommand)]
+        command: OfflineCommand,
+    }
+    #[derive(Subcommand)]
+    enum OfflineCommand {
+        #[command(subcommand)]
+        Secrets(OfflineSecrets),
+    }
+    #[derive(Subcommand)]
+    enum OfflineSecrets {
+        Generate(Generate),
+    }
+    use clap::Parser;
+    let Offline {
+        command: OfflineCommand::Secrets(OfflineSecrets::Generate(generate)),
+    } = Offline::try_parse_from(args).ok()?;
+    Some(generate)
+}
+
 pub async fn run(command: SecretsCommand, store: &Store) -> anyhow::Result<()> {
-    let SecretsCommand::Reencrypt { decrypt, json } = command;
+    let (decrypt, json) = match command {
+        SecretsCommand::Generate(generate) => {
+            generate.run();
+            return Ok(());
+        }
+        SecretsCommand::Reencrypt { decrypt, json } => (decrypt, json),
+    };
     let done = secrets::reencrypt(store, decrypt).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&done)?);

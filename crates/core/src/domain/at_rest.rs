@@ -232,8 +232,13 @@ pub fn keyring() -> Keyring {
         .unwrap_or_default()
 }
 
+/// A new key for `HOOKFLEET_SECRET_KEY`: the base64 of 32 random bytes.
+pub fn generate_key() -> String {
+    STANDARD.encode(random_bytes::<32>())
+}
+
 /// `N` bytes from the operating system's random source (session keys,
-/// CSRF secrets).
+/// CSRF secrets, generated secrets and keys).
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     use aes_gcm::aead::rand_core::RngCore;
     let mut out = [0u8; N];

@@ -24,8 +24,9 @@ pub use event::{
 };
 pub use schedule::{parse_retry_after, RetrySchedule, DEFAULT_SCHEDULE};
 pub use signing::{
-    check_secret, frappe_signature, signature_headers, standard_signature, Secret, SecretError,
-    SigningKeys, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+    check_secret, frappe_signature, generate_secret, signature_headers, standard_signature, Secret,
+    SecretError, SigningKeys, HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE,
+    HEADER_TIMESTAMP,
 };
 pub use text::{shown, shown_on_one_line};
 pub use webhook::{

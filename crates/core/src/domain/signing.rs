@@ -60,6 +60,18 @@ impl std::fmt::Display for Secret {
     }
 }
 
+/// Random bytes in a `whsec_` secret: what the Standard Webhooks libraries
+/// generate (24 is their floor; 32 matches an HMAC-SHA256 key).
+pub const GENERATED_SECRET_BYTES: usize = 32;
+
+/// A new signing secret in the Standard Webhooks form (`whsec_` and the
+/// base64 of [`GENERATED_SECRET_BYTES`] random bytes from the operating
+/// system), which every official library takes as it is.
+pub fn generate_secret() -> String {
+    let bytes = crate::domain::at_rest::random_bytes::<GENERATED_SECRET_BYTES>();
+    format!("whsec_{}", STANDARD.encode(bytes))
+}
+
 /// Is `secret` usable with the Standard Webhooks scheme? A `whsec_` secret must
 /// carry valid base64.
 pub fn check_secret(secret: &str) -> Result<(), SecretError> {
@@ -147,6 +159,15 @@ pub fn signature_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_generated_secret_is_a_fresh_valid_whsec_of_32_bytes() {
+        let secret = generate_secret();
+        assert_eq!(check_secret(&secret), Ok(()));
+        let key = Secret::new(secret.clone()).standard_key();
+        assert_eq!(key.len(), GENERATED_SECRET_BYTES);
+        assert_ne!(secret, generate_secret());
+    }
 
     #[test]
     fn standard_webhooks_vector_one() {
