@@ -28,8 +28,12 @@ export HOOKFLEET_ALLOWED_NETWORKS="127.0.0.1/32"   # the demo receiver is on loo
 redis-cli -u "$REDIS_URL" --scan --pattern "hookfleet-demo:*" | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null
 
 PORT=18089
-SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
 LOG=$(mktemp -d)
+# The safe path: a generated signing secret for the webhook, and a
+# generated key (in a file only this user reads) sealing it at rest.
+SECRET="$("$BIN/hookfleet" secrets generate)"
+(umask 077 && "$BIN/hookfleet" secrets generate --sealing-key > "$LOG/sealing.key")
+export HOOKFLEET_SECRET_KEY_FILE="$LOG/sealing.key"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
