@@ -278,6 +278,57 @@ fn the_grafana_dashboard_queries_only_metrics_the_processes_export() {
     ] {
         assert!(queried.contains(wanted), "the dashboard lacks {wanted}");
     }
+    // Every metric a query reads is scoped by the namespace and job the
+    // viewer picks, and those variables exist.
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    for wanted in ["datasource", "namespace", "job"] {
+        assert!(variables.contains(&wanted), "{variables:?}");
+    }
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            let scoped = r#"{job=~"$job",namespace=~"$namespace""#;
+            assert_eq!(
+                expr.matches("hookfleet_").count(),
+                expr.matches(scoped).count(),
+                "every metric in {expr:?} is scoped"
+            );
+        }
+    }
+    // The stat panels turn red where the shipped alerts fire: one dead
+    // letter, a due retry waiting 15 minutes; not at Grafana's default 80.
+    let red_from = |title: &str| -> Option<f64> {
+        let panel = dashboard["panels"]
+            .as_array()
+            .expect("panels")
+            .iter()
+            .find(|p| p["title"] == title && p["type"] == "stat")
+            .unwrap_or_else(|| panic!("a stat panel {title:?}"));
+        panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+            .as_array()
+            .expect("explicit thresholds")
+            .iter()
+            .find(|s| s["color"] == "red")
+            .and_then(|s| s["value"].as_f64())
+    };
+    assert_eq!(red_from("Dead letters"), Some(1.0));
+    assert_eq!(red_from("Oldest due retry"), Some(900.0));
+    let alerts = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/hookfleet-alerts.yml"
+    ))
+    .expect("the alert rules");
+    for expr in [
+        "max(hookfleet_oldest_due_age_seconds) > 900",
+        "max(hookfleet_dead_letters) > 0",
+    ] {
+        assert!(alerts.contains(expr), "the alert the panel mirrors: {expr}");
+    }
 }
 
 #[test]
