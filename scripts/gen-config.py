@@ -298,7 +298,7 @@ def render(trees):
         "flag given on the command line wins over its variable, and the "
         "variable over the default. Variables marked *secret* never have "
         "their values printed, not even by `--help`. Durations are written "
-        "like `30s`, `5m`, `2h`. Every command also takes `-h, --help`, and "
+        "like `30s`, `5m`, `2h`, `1.5h` or `1h30m`. Every command also takes `-h, --help`, and "
         "every binary `-V, --version`."
     )
     w("")

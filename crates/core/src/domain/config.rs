@@ -21,8 +21,22 @@ pub const DEFAULT_QUEUE_GRACE: &str = "10m";
 /// near it can overflow.
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
-/// Parses `500ms`, `5s`, `2m`, `1h`, `1d`, or a bare number of seconds.
+/// Parses `500ms`, `5s`, `2m`, `1.5h`, `1d`, a bare number of seconds, or
+/// a compound duration (`1h30m`, `2h 15m`, `1day`; read by `humantime`).
 pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
+    let single = parse_single_unit(text);
+    if single.is_ok() {
+        return single;
+    }
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        Ok(_) => Err(ConfigError(format!("{text:?} is out of range"))),
+        Err(_) => single,
+    }
+}
+
+/// One number with one unit (`1.5h`), or a bare number of seconds.
+fn parse_single_unit(text: &str) -> Result<Duration, ConfigError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -30,7 +44,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
     let (number, unit) = t.split_at(split);
     let value: f64 = number.parse().map_err(|_| {
         ConfigError(format!(
-            "{text:?} is not a duration (expected e.g. 500ms, 5s, 2m, 1h)"
+            "{text:?} is not a duration (expected e.g. 500ms, 5s, 2m, 1h, 1h30m)"
         ))
     })?;
     let seconds = match unit.trim() {
@@ -41,7 +55,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
         "d" => value * 86400.0,
         other => {
             return Err(ConfigError(format!(
-                "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d)"
+                "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d, or combine them: 1h30m)"
             )))
         }
     };
@@ -112,6 +126,24 @@ mod tests {
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-3s").is_err());
+    }
+
+    #[test]
+    fn compound_durations_parse_and_stay_bounded() {
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("2h 15m").unwrap(), Duration::from_secs(8100));
+        assert_eq!(parse_duration("1day").unwrap(), Duration::from_secs(86400));
+        assert_eq!(
+            parse_duration("1m30s500ms").unwrap(),
+            Duration::from_millis(90_500)
+        );
+        let too_long = parse_duration("400days").unwrap_err().to_string();
+        assert!(too_long.contains("out of range"), "{too_long}");
+        let unknown = parse_duration("1h30parsecs").unwrap_err().to_string();
+        assert!(
+            unknown.contains("1h30m"),
+            "the error shows the form: {unknown}"
+        );
     }
 
     #[test]
