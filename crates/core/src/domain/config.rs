@@ -55,8 +55,8 @@ fn parse_single_unit(text: &str) -> Result<Duration, ConfigError> {
         "d" => value * 86400.0,
         other => {
             return Err(ConfigError(format!(
-                "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d, or combine them: 1h30m)"
-            )))
+            "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d, or combine them: 1h30m)"
+        )))
         }
     };
     if !seconds.is_finite() || !(0.0..=MAX_DURATION.as_secs_f64()).contains(&seconds) {
