@@ -552,3 +552,26 @@ fn webhook_add_show_list_update_toggle_and_delete_round_trip_every_field() {
     let gone = env.cli(&["webhook", "show", "orders", "--json"]);
     assert_eq!(gone.code, Some(1), "show after delete: {gone}");
 }
+
+#[test]
+fn a_misspelt_frappe_event_is_stored_with_a_warning_naming_the_one_meant() {
+    let env = TestEnv::new();
+    let typo = add(&env, "typo", ENTITY, "on_sbumit", &[]);
+    assert_eq!(typo.code, Some(0), "{typo}");
+    assert!(
+        typo.stderr
+            .contains(r#"event "on_sbumit" is not one of Frappe's; did you mean "on_submit"?"#),
+        "{typo}"
+    );
+    // An application's own event, far from Frappe's, passes quietly.
+    let own = add(&env, "own", ENTITY, "invoice_paid", &[]);
+    assert_eq!(own.code, Some(0), "{own}");
+    assert!(!own.stderr.contains("did you mean"), "{own}");
+    // So does update, when it renames the event to a misspelt one.
+    let updated = env.cli(&["webhook", "update", "own", "--event", "on_cancle"]);
+    assert_eq!(updated.code, Some(0), "{updated}");
+    assert!(
+        updated.stderr.contains(r#"did you mean "on_cancel"?"#),
+        "{updated}"
+    );
+}

@@ -24,6 +24,40 @@ use crate::limits::{
 };
 use crate::preview::check_templates;
 
+/// The document events Frappe raises (a webhook may name any other: an
+/// application's own event).
+pub const FRAPPE_EVENTS: &[&str] = &[
+    "after_insert",
+    "on_update",
+    "on_submit",
+    "on_cancel",
+    "on_trash",
+    "on_update_after_submit",
+    "on_change",
+    "workflow_transition",
+];
+
+/// The most edits (letters added, removed, changed or swapped) between an
+/// event and a Frappe event for the one to be taken for a misspelling of
+/// the other: `on_sbumit` is one swap from `on_submit`; an application's
+/// own event names are further away.
+pub const EVENT_TYPO_DISTANCE: usize = 2;
+
+/// For an event that is not Frappe's but within [`EVENT_TYPO_DISTANCE`]
+/// edits of one, that one (None for Frappe's own and for names far from
+/// all of them).
+pub fn likely_meant_event(event: &str) -> Option<&'static str> {
+    if FRAPPE_EVENTS.contains(&event) {
+        return None;
+    }
+    FRAPPE_EVENTS
+        .iter()
+        .map(|known| (strsim::damerau_levenshtein(event, known), *known))
+        .filter(|(distance, _)| *distance <= EVENT_TYPO_DISTANCE)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, known)| known)
+}
+
 /// Reads a rate limit written `N/s` (requests per second, 1 to
 /// [`MAX_RATE_LIMIT`]).
 pub fn parse_rate_limit(text: &str) -> Result<i32, ValidationError> {
@@ -287,4 +321,19 @@ fn check_limits(spec: &WebhookSpec) -> Result<(), ValidationError> {
         return refuse(Field::MaxRetries, Rule::TooLarge);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_frappe_event_names_the_one_meant_and_other_events_pass() {
+        assert_eq!(likely_meant_event("on_sbumit"), Some("on_submit"));
+        assert_eq!(likely_meant_event("on_cancle"), Some("on_cancel"));
+        assert_eq!(likely_meant_event("after_insrt"), Some("after_insert"));
+        assert_eq!(likely_meant_event("on_submit"), None);
+        assert_eq!(likely_meant_event("invoice_paid"), None);
+        assert_eq!(likely_meant_event("order.created"), None);
+    }
 }

@@ -7,7 +7,7 @@ use hookfleet_core::domain::WebhookSpec;
 use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
-use super::definition::{warn_unsealed, Definition};
+use super::definition::{warn_unknown_event, warn_unsealed, Definition};
 
 #[derive(Args)]
 pub struct Add {
@@ -32,6 +32,7 @@ impl Add {
         self.fields.apply(&mut spec)?;
         let sample = self.fields.sample(&spec.entity_type)?;
         warn_unsealed(&spec);
+        warn_unknown_event(&spec);
         let w = definitions::add(store, policy, spec, sample).await?;
         println!(
             "added webhook {} ({} {} → {}){}",

@@ -211,6 +211,18 @@ pub fn warn_unsealed(spec: &WebhookSpec) {
     }
 }
 
+/// Says when the event looks like a misspelt Frappe event: any event name
+/// is accepted (an application may emit its own), but one nothing emits
+/// would never deliver.
+pub fn warn_unknown_event(spec: &WebhookSpec) {
+    if let Some(meant) = hookfleet_admin::validate::likely_meant_event(&spec.event) {
+        eprintln!(
+            "warning: event \"{}\" is not one of Frappe's; did you mean \"{meant}\"? (any event is accepted, and only events emitted with this name are delivered)",
+            hookfleet_core::domain::shown_on_one_line(&spec.event)
+        );
+    }
+}
+
 /// Splits `A:B` at the first colon.
 fn split_pair(text: &str) -> (String, Option<String>) {
     match text.split_once(':') {

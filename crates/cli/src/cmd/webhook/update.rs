@@ -8,7 +8,7 @@ use hookfleet_core::domain::WebhookSpec;
 use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::store::Store;
 
-use super::definition::{warn_unsealed, Definition};
+use super::definition::{warn_unknown_event, warn_unsealed, Definition};
 
 #[derive(Args)]
 pub struct Update {
@@ -104,6 +104,7 @@ impl Update {
         }
         let sample = self.fields.sample(&spec.entity_type)?;
         warn_unsealed(spec);
+        warn_unknown_event(spec);
         Ok((sample, self.no_secret))
     }
 }
