@@ -178,3 +178,109 @@ async fn delivery_retry_refuses_a_delivered_row_without_force() {
     assert_eq!(env.queue_depth("default"), 1, "queued now");
     assert_eq!(rx.count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_list_takes_the_apis_filters_and_a_bulk_dry_run_replays_nothing() {
+    let (env, _rx) = Scenario::new().ready().await;
+    let ids_of = |args: &[&str]| -> Vec<i64> {
+        let mut all = vec!["delivery", "list", "--json"];
+        all.extend_from_slice(args);
+        let listed = blocking(|| env.cli(&all)).ok("delivery list").json();
+        listed
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|d| d["id"].as_i64().expect("id"))
+            .collect()
+    };
+    blocking(|| {
+        env.add_quiet_webhook("orders", "on_submit");
+        // Exhausted at emit without a total: its body is not JSON.
+        env.webhook_add(
+            "totals",
+            ENTITY,
+            "on_submit",
+            "http://127.0.0.1:9/totals",
+            &["--body-template", r#"{"total": {{ doc.grand_total }}}"#],
+        )
+        .ok("webhook add totals");
+    });
+    let so1 = blocking(|| env.emit_by_cli("on_submit", "SO-1", &json!({"name": "SO-1"})))
+        .ok("emit SO-1")
+        .json();
+    blocking(|| {
+        env.emit_by_cli(
+            "on_submit",
+            "SO-2",
+            &json!({"name": "SO-2", "grand_total": 5}),
+        )
+    })
+    .ok("emit SO-2");
+    let rows = env.rows();
+    let of = |name: &str| -> Vec<i64> {
+        let mut ids: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.entity_name == name)
+            .map(|r| r.id)
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids
+    };
+    assert_eq!(rows.len(), 4, "two webhooks, two documents");
+    assert_eq!(ids_of(&["--document", "SO-2"]), of("SO-2"));
+    let event_id = so1["deliveries"][0]["event_id"].as_str().expect("event id");
+    let by_event_id = ids_of(&["--event-id", event_id]);
+    assert!(
+        !by_event_id.is_empty() && by_event_id.iter().all(|id| of("SO-1").contains(id)),
+        "{by_event_id:?}"
+    );
+    assert_eq!(ids_of(&["--event", "on_submit"]).len(), 4);
+    assert!(ids_of(&["--event", "on_cancel"]).is_empty());
+    assert_eq!(ids_of(&["--since", "1h"]).len(), 4);
+    assert!(
+        ids_of(&["--until", "1h"]).is_empty(),
+        "nothing before an hour ago"
+    );
+    let newest = *of("SO-2").first().expect("SO-2's rows");
+    let page = ids_of(&["--before", &newest.to_string()]);
+    assert!(
+        page.iter().all(|id| *id < newest) && page.len() == 3,
+        "{page:?}"
+    );
+    let bad = blocking(|| env.cli(&["delivery", "list", "--since", "yesterday-ish"]));
+    assert_eq!(bad.code, Some(2), "{bad}");
+
+    // A bulk dry run counts the Exhausted row and leaves it Exhausted.
+    let exhausted: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.status == DeliveryStatus::Exhausted)
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(exhausted.len(), 1, "SO-1's totals");
+    let dry = blocking(|| {
+        env.cli(&[
+            "delivery",
+            "retry",
+            "--webhook",
+            "totals",
+            "--status",
+            "Exhausted",
+            "--since",
+            "1h",
+            "--dry-run",
+        ])
+    })
+    .ok("bulk retry --dry-run");
+    assert!(
+        dry.stdout
+            .contains("dry run: 1 Exhausted deliveries of totals")
+            && dry.stdout.contains("would be replayed; none was"),
+        "{dry}"
+    );
+    let after = env.rows();
+    let still = after
+        .iter()
+        .find(|r| r.id == exhausted[0])
+        .expect("the row");
+    assert_eq!(still.status, DeliveryStatus::Exhausted, "nothing replayed");
+}

@@ -29,6 +29,9 @@ pub struct Retry {
     /// …last changed since TIME (RFC 3339, or a duration ago such as 2h).
     #[arg(long)]
     since: Option<String>,
+    /// Bulk: say how many deliveries would be replayed, and replay none.
+    #[arg(long, requires = "webhook")]
+    dry_run: bool,
 }
 
 impl Retry {
@@ -41,7 +44,7 @@ impl Retry {
         match (self.id, self.webhook, self.status, self.since) {
             (Some(id), ..) => one(store, queue, grace, id, self.force).await,
             (None, Some(webhook), Some(status), Some(since)) => {
-                bulk(store, queue, grace, &webhook, status, &since).await
+                bulk(store, queue, grace, &webhook, status, &since, self.dry_run).await
             }
             _ => bail!("give a delivery ID, or --webhook, --status and --since"),
         }
@@ -71,9 +74,17 @@ async fn bulk(
     webhook: &str,
     status: DeliveryStatus,
     since: &str,
+    dry_run: bool,
 ) -> anyhow::Result<()> {
     let since = parse_time_or_ago(since).map_err(|e| anyhow::anyhow!("--since {e}"))?;
-    let done = replay::replay_bulk(store, queue, grace, webhook, status, since, false).await?;
+    let done = replay::replay_bulk(store, queue, grace, webhook, status, since, dry_run).await?;
+    if dry_run {
+        println!(
+            "dry run: {} {status} deliveries of {webhook} since {since} would be replayed; none was",
+            done.count
+        );
+        return Ok(());
+    }
     match done.note {
         None => println!("no {status} deliveries of {webhook} since {since}; nothing replayed"),
         Some(note) => println!(
