@@ -253,3 +253,51 @@ fn scanners_find_what_they_should() {
     let hint = diff_hint("a\nb\nc\n", "a\nB\nc\nd\n", 10);
     assert_eq!(hint, "  -   2 b\n  +   2 B\n  +   4 d\n");
 }
+
+/// `hookfleet ARGS` with an empty environment (no database, no Redis):
+/// its standard output, after checking it succeeded quietly.
+fn offline(args: &[&str]) -> String {
+    let out = Command::new(bin_path("hookfleet"))
+        .args(args)
+        .env_clear()
+        .output()
+        .expect("run hookfleet");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.is_empty(),
+        "{args:?}: {stderr}"
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_cli_itself_with_no_database() {
+    let bash = offline(&["completions", "bash"]);
+    assert!(bash.contains("complete -F _hookfleet"), "{bash}");
+    // Every command and a nested flag are completed.
+    for word in [
+        "webhook",
+        "delivery",
+        "secrets",
+        "--event-id",
+        "--sealing-key",
+    ] {
+        assert!(bash.contains(word), "bash completes {word}");
+    }
+    assert!(offline(&["completions", "zsh"]).starts_with("#compdef hookfleet"));
+    assert!(offline(&["completions", "fish"]).contains("complete -c hookfleet"));
+    let man = offline(&["man"]);
+    assert!(man.contains(".TH hookfleet"), "{man}");
+    assert!(
+        man.contains("completions") && man.contains("webhook"),
+        "{man}"
+    );
+    // An unknown shell is a usage error, named.
+    let out = Command::new(bin_path("hookfleet"))
+        .args(["completions", "tcsh"])
+        .env_clear()
+        .output()
+        .expect("run hookfleet");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tcsh"));
+}

@@ -24,6 +24,7 @@ use hookfleet_template::TemplateSettings;
 
 use cmd::dead::DeadCommand;
 use cmd::delivery::DeliveryCommand;
+use cmd::offline::Offline;
 use cmd::secrets::SecretsCommand;
 use cmd::webhook::WebhookCommand;
 
@@ -81,32 +82,52 @@ enum Command {
     /// before the cut, with their attempts, in batches. Pending rows are
     /// never deleted. The sweeper does the same each tick (--retention).
     Prune(cmd::prune::Prune),
+    /// Print the shell completion script for SHELL (needs no database).
+    ///
+    /// Example: hookfleet completions bash > /etc/bash_completion.d/hookfleet
+    Completions(cmd::offline::Completions),
+    /// Print the man page, roff (needs no database).
+    ///
+    /// Example: hookfleet man > /usr/share/man/man1/hookfleet.1
+    Man(cmd::offline::Man),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let s = cli.settings;
-    if let Command::Secrets(SecretsCommand::Generate(generate)) = &cli.command {
-        // Needs no database, even when one is configured.
-        generate.run();
-        return Ok(());
-    }
-    if matches!(cli.command, Command::Console(_)) {
+    // Reached only when the offline parse did not take them (global flags
+    // before the command): they still need no database.
+    let offline = match cli.command {
+        Command::Secrets(SecretsCommand::Generate(g)) => Offline::Generate(g),
+        Command::Completions(c) => Offline::Completions(c),
+        Command::Man(m) => Offline::Man(m),
+        command => return run_online(cli.settings, cli.templates, command).await,
+    };
+    offline.run::<Cli>()?;
+    Ok(())
+}
+
+/// Every command that reads or writes the fleet's state.
+async fn run_online(
+    s: Settings,
+    templates: TemplateSettings,
+    command: Command,
+) -> anyhow::Result<()> {
+    if matches!(command, Command::Console(_)) {
         hookfleet_settings::init_tracing(&s.log_format);
     }
     s.install(false)?;
-    cli.templates.install();
+    templates.install();
     // A command fails at once on a database that refuses it or does not
     // exist; the console, a long-running process, waits one out as the
     // worker does.
-    let store = if matches!(cli.command, Command::Console(_)) {
+    let store = if matches!(command, Command::Console(_)) {
         s.store(1)?
     } else {
         s.store_now(1)?
     };
-    if !matches!(cli.command, Command::Migrate(_)) {
+    if !matches!(command, Command::Migrate(_)) {
         hookfleet_settings::require_current_schema(&store)?;
     }
-    match cli.command {
+    match command {
         Command::Migrate(migrate) => migrate.run(&store),
         Command::Webhook(command) => cmd::webhook::run(command, &s, &store).await,
         Command::Delivery(command) => cmd::delivery::run(command, &s, &store).await,
@@ -115,6 +136,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prune(prune) => prune.run(&store).await,
         Command::Console(console) => console.run(&s).await,
         Command::Stats(stats) => stats.run(&store, &s.queue()?).await,
+        Command::Completions(_) | Command::Man(_) => unreachable!("answered without a database"),
     }
 }
 
@@ -129,9 +151,15 @@ fn main() -> ExitCode {
 #[tokio::main(flavor = "current_thread")]
 async fn run_main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(generate) = cmd::secrets::offline(&args) {
-        generate.run();
-        return ExitCode::SUCCESS;
+    if let Some(offline) = Offline::parse(&args) {
+        end_quietly_on_a_closed_pipe();
+        return match offline.run::<Cli>() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     let cli = Cli::parse_from(args);
     if !matches!(cli.command, Command::Console(_)) {

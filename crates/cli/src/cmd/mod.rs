@@ -7,6 +7,7 @@ pub mod console;
 pub mod dead;
 pub mod delivery;
 pub mod migrate;
+pub mod offline;
 pub mod prune;
 pub mod secrets;
 pub mod stats;

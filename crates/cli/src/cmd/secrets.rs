@@ -51,32 +51,6 @@ impl Generate {
     }
 }
 
-/// The generate command, when the arguments are exactly that (with or
-/// without a database configured): it touches neither Postgres nor Redis,
-/// so it is parsed apart from the settings the other commands require.
-pub fn offline(args: &[std::ffi::OsString]) -> Option<Generate> {
-    #[derive(clap::Parser)]
-    #[command(name = "hookfleet")]
-    struct Offline {
-        #[command(subcommand)]
-        command: OfflineCommand,
-    }
-    #[derive(Subcommand)]
-    enum OfflineCommand {
-        #[command(subcommand)]
-        Secrets(OfflineSecrets),
-    }
-    #[derive(Subcommand)]
-    enum OfflineSecrets {
-        Generate(Generate),
-    }
-    use clap::Parser;
-    let Offline {
-        command: OfflineCommand::Secrets(OfflineSecrets::Generate(generate)),
-    } = Offline::try_parse_from(args).ok()?;
-    Some(generate)
-}
-
 pub async fn run(command: SecretsCommand, store: &Store) -> anyhow::Result<()> {
     let (decrypt, json) = match command {
         SecretsCommand::Generate(generate) => {
