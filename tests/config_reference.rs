@@ -301,3 +301,86 @@ fn completions_and_the_man_page_come_from_the_cli_itself_with_no_database() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tcsh"));
 }
+
+/// The commands whose `--help` ends with examples.
+const WITH_EXAMPLES: [&[&str]; 8] = [
+    &["webhook", "add"],
+    &["webhook", "update"],
+    &["webhook", "preview"],
+    &["webhook", "import"],
+    &["delivery", "list"],
+    &["delivery", "retry"],
+    &["prune"],
+    &["stats"],
+];
+
+#[test]
+fn every_example_in_a_help_parses() {
+    // Examples are split as a shell splits them (Python's shlex), after
+    // their line continuations, substitutions and pipes are settled; each
+    // must get past the argument parser: against a database that is not
+    // there it fails with 1 (could not connect), never 2 (usage).
+    let splitter = r#"
+import json, re, shlex, sys
+lines = sys.stdin.read().split("Examples:", 1)[1].replace("\\\n", " ").splitlines()
+out = []
+for line in lines:
+    line = line.strip()
+    if not line.startswith("hookfleet "):
+        continue
+    line = re.sub(r'\$\(hookfleet secrets generate\)', 'whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=', line)
+    words = shlex.split(line, comments=True)
+    if "|" in words:
+        words = words[:words.index("|")]
+    out.append(words[1:])
+print(json.dumps(out))
+"#;
+    let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let nowhere = "postgres://nobody@127.0.0.1:9/none?connect_timeout=2";
+    let mut tried = 0;
+    for command in WITH_EXAMPLES {
+        let help = Command::new(bin_path("hookfleet"))
+            .args(command)
+            .arg("--help")
+            .env("DATABASE_URL", nowhere)
+            .output()
+            .expect("help");
+        let help = String::from_utf8(help.stdout).expect("UTF-8");
+        assert!(help.contains("Examples:"), "{command:?} --help:\n{help}");
+        let mut split = Command::new(&python)
+            .args(["-c", splitter])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python");
+        use std::io::Write;
+        split
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(help.as_bytes())
+            .expect("write");
+        let out = split.wait_with_output().expect("split");
+        let examples: Vec<Vec<String>> =
+            serde_json::from_slice(&out.stdout).expect("the examples, split");
+        assert!(!examples.is_empty(), "{command:?}");
+        for words in examples {
+            let run = Command::new(bin_path("hookfleet"))
+                .args(&words)
+                .env_clear()
+                .env("DATABASE_URL", nowhere)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("run the example");
+            assert_ne!(
+                run.status.code(),
+                Some(2),
+                "the example `hookfleet {}` is a usage error: {}",
+                words.join(" "),
+                String::from_utf8_lossy(&run.stderr)
+            );
+            tried += 1;
+        }
+    }
+    assert!(tried >= 15, "{tried} examples");
+}

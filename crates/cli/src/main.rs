@@ -71,6 +71,9 @@ enum Command {
     #[command(subcommand)]
     Dead(DeadCommand),
     /// Rows by status, queue depths, dead letters, the oldest due retry.
+    #[command(after_help = "Examples:
+  hookfleet stats
+  hookfleet stats --json | jq .oldest_due_retry")]
     Stats(cmd::stats::Stats),
     /// Webhook secrets and header values at rest.
     #[command(subcommand)]
@@ -81,6 +84,9 @@ enum Command {
     /// Delete terminal rows (Delivered, Exhausted) recorded and last touched
     /// before the cut, with their attempts, in batches. Pending rows are
     /// never deleted. The sweeper does the same each tick (--retention).
+    #[command(after_help = "Examples:
+  hookfleet prune --older-than 30d --json
+  hookfleet prune --older-than 90d --batch-size 1000   # gentler on a busy database")]
     Prune(cmd::prune::Prune),
     /// Print the shell completion script for SHELL (needs no database).
     ///

@@ -27,6 +27,12 @@ use lifecycle::Named;
 #[derive(Subcommand)]
 pub enum WebhookCommand {
     /// Add a webhook.
+    #[command(after_help = "Examples:
+  hookfleet webhook add orders --entity-type 'Sales Order' --event on_submit \\
+    --url https://erp-sync.example.com/hooks --secret \"$(hookfleet secrets generate)\"
+  hookfleet webhook add big-orders --entity-type 'Sales Order' --event on_submit \\
+    --url https://example.com/big --condition 'doc.grand_total > 10000' \\
+    --body-template '{\"order\": \"{{ doc.name }}\", \"total\": {{ doc.grand_total }}}'")]
     Add(add::Add),
     /// List webhooks.
     List(show::List),
@@ -36,6 +42,10 @@ pub enum WebhookCommand {
     /// two-phase rotation: the old one keeps signing (a second Standard
     /// Webhooks signature, and the Frappe header) until `rotate-finish` or
     /// 24 hours.
+    #[command(after_help = "Examples:
+  hookfleet webhook update orders --timeout 10s --max-retries 5
+  hookfleet webhook update orders --secret \"$(hookfleet secrets generate)\"   # starts a rotation
+  hookfleet webhook rotate-finish orders")]
     Update(update::Update),
     /// Finish a secret rotation: the old secret stops signing and the
     /// Frappe header moves to the new one.
@@ -56,9 +66,15 @@ pub enum WebhookCommand {
     /// What the webhook would do with a document: whether it meets the
     /// condition, the URL, method, headers (values hidden) and body.
     /// Nothing is recorded, nothing is sent.
+    #[command(after_help = "Examples:
+  hookfleet webhook preview orders --doc so-0001.json
+  curl -s \"$ERP/api/resource/Sales Order/SO-0001\" | jq .data | hookfleet webhook preview orders --doc -")]
     Preview(preview::PreviewArgs),
     /// Import Frappe Webhook documents (fixtures or REST API JSON): each is
     /// created or updated under its Frappe name, or refused with the reason.
+    #[command(after_help = "Examples:
+  hookfleet webhook import webhook.json --dry-run     # what would change, nothing written
+  hookfleet webhook import webhook.json --atomic      # all or nothing")]
     Import(import::ImportArgs),
 }
 
