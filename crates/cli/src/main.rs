@@ -8,10 +8,11 @@
 //!   `delivery`): their flags, and a short `run` that calls the admin
 //!   action and prints what it did.
 //! - `table`: plain-text tables for people, and text made safe for a
-//!   terminal.
+//!   terminal; `ask`: the question before what cannot be undone.
 //! - this file: the command line, the settings every command shares, and
 //!   the exit code.
 
+mod ask;
 mod cmd;
 mod table;
 

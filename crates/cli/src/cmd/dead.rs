@@ -47,6 +47,9 @@ pub enum DeadCommand {
         /// Delete every dead letter.
         #[arg(long)]
         all: bool,
+        /// Do not ask first (with --all at a terminal, it asks).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 
@@ -73,7 +76,16 @@ pub async fn run(queue: &RedisQueue, command: DeadCommand) -> anyhow::Result<()>
             dead::purge(queue, &id).await?;
             println!("purged {id}");
         }
-        DeadCommand::Purge { id: None, .. } => {
+        DeadCommand::Purge { id: None, yes, .. } => {
+            let waiting = dead::list(queue, 1).await?;
+            if !waiting.is_empty()
+                && !crate::ask::confirmed(
+                    "Delete every dead letter? Their rows stay in Postgres, but the jobs are gone.",
+                    yes,
+                )
+            {
+                anyhow::bail!("cancelled: no dead letter purged");
+            }
             let n = dead::purge_all(queue).await?;
             println!("purged {n} dead letters");
         }

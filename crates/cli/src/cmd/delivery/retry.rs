@@ -32,6 +32,9 @@ pub struct Retry {
     /// Bulk: say how many deliveries would be replayed, and replay none.
     #[arg(long, requires = "webhook")]
     dry_run: bool,
+    /// Bulk: do not ask first (at a terminal, it asks).
+    #[arg(long, short = 'y', requires = "webhook")]
+    yes: bool,
 }
 
 impl Retry {
@@ -44,7 +47,12 @@ impl Retry {
         match (self.id, self.webhook, self.status, self.since) {
             (Some(id), ..) => one(store, queue, grace, id, self.force).await,
             (None, Some(webhook), Some(status), Some(since)) => {
-                bulk(store, queue, grace, &webhook, status, &since, self.dry_run).await
+                let mode = match (self.dry_run, self.yes) {
+                    (true, _) => Bulk::DryRun,
+                    (false, false) => Bulk::AskFirst,
+                    (false, true) => Bulk::Replay,
+                };
+                bulk(store, queue, grace, &webhook, status, &since, mode).await
             }
             _ => bail!("give a delivery ID, or --webhook, --status and --since"),
         }
@@ -67,6 +75,17 @@ async fn one(
     Ok(())
 }
 
+/// What a bulk retry does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bulk {
+    /// Count, replay nothing (--dry-run).
+    DryRun,
+    /// Ask a person at a terminal first (the default).
+    AskFirst,
+    /// Replay without asking (--yes).
+    Replay,
+}
+
 async fn bulk(
     store: &Store,
     queue: &RedisQueue,
@@ -74,9 +93,20 @@ async fn bulk(
     webhook: &str,
     status: DeliveryStatus,
     since: &str,
-    dry_run: bool,
+    mode: Bulk,
 ) -> anyhow::Result<()> {
     let since = parse_time_or_ago(since).map_err(|e| anyhow::anyhow!("--since {e}"))?;
+    let dry_run = mode == Bulk::DryRun;
+    if mode == Bulk::AskFirst && crate::ask::person_present() {
+        let would = replay::replay_bulk(store, queue, grace, webhook, status, since, true).await?;
+        let question = format!(
+            "Replay {} {status} deliveries of {webhook} since {since} (each gets another attempt now)?",
+            would.count
+        );
+        if would.count > 0 && !crate::ask::confirmed(&question, false) {
+            anyhow::bail!("cancelled: nothing replayed");
+        }
+    }
     let done = replay::replay_bulk(store, queue, grace, webhook, status, since, dry_run).await?;
     if dry_run {
         println!(
