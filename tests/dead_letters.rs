@@ -61,31 +61,6 @@ async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
     assert_eq!(usage.code, Some(2), "an id or --all is required");
 }
 
-/// `hookfleet ARGS` on a terminal of its own: `answer` typed once `prompt`
-/// shows; its exit code and what the terminal showed.
-fn at_a_terminal(env: &TestEnv, prompt: &str, answer: &str, args: &[&str]) -> (i32, String) {
-    let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/support/py/at_a_terminal.py"
-    );
-    let mut cmd = std::process::Command::new(python);
-    cmd.args([script, prompt, answer, "--"])
-        .arg(hookfleet_testkit::bin_path("hookfleet"))
-        .args(args);
-    for (k, v) in env.envs() {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run on a terminal");
-    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-    });
-    (
-        said["code"].as_i64().expect("code") as i32,
-        said["output"].as_str().expect("output").to_string(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     let env = TestEnv::new();
@@ -100,7 +75,7 @@ async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     worker.stop().await;
     let question = "Delete every dead letter?";
 
-    let (code, shown) = at_a_terminal(&env, question, "n", &["dead", "purge", "--all"]);
+    let (code, shown) = env.at_a_terminal(question, "n", &["dead", "purge", "--all"]);
     assert_eq!(code, 1, "{shown}");
     assert!(
         shown.contains("cancelled: no dead letter purged"),
@@ -108,7 +83,7 @@ async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     );
     assert_eq!(env.queue.dead().count().await.unwrap(), 2, "nothing purged");
 
-    let (code, shown) = at_a_terminal(&env, question, "y", &["dead", "purge", "--all"]);
+    let (code, shown) = env.at_a_terminal(question, "y", &["dead", "purge", "--all"]);
     assert_eq!(code, 0, "{shown}");
     assert!(shown.contains("purged 2 dead letters"), "{shown}");
     assert_eq!(env.queue.dead().count().await.unwrap(), 0);
@@ -123,7 +98,7 @@ async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     )
     .await;
     worker.stop().await;
-    let (code, shown) = at_a_terminal(&env, question, "n", &["dead", "purge", "--all", "--yes"]);
+    let (code, shown) = env.at_a_terminal(question, "n", &["dead", "purge", "--all", "--yes"]);
     assert_eq!(code, 0, "{shown}");
     assert!(
         !shown.contains(question) && shown.contains("purged 1"),

@@ -594,3 +594,34 @@ fn stats_estimates_terminal_rows_from_the_statistics_of_a_large_table() {
     );
     assert_eq!(estimated.queued, 5, "a lower bound at the cap");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_shows_its_progress_on_a_terminal_and_prints_only_its_result_to_a_script() {
+    let env = TestEnv::new();
+    env.add_quiet_webhook("orders", "on_submit");
+    let ids: Vec<i64> = (0..6).map(|i| emit(&env, &format!("SO-{i}"))).collect();
+    for id in &ids[..3] {
+        age_row(&env, *id, "Delivered", 40, 40, 1);
+    }
+    let args = ["prune", "--older-than", "30d", "--batch-size", "1"];
+    let (code, shown) = env.at_a_terminal("no question is asked", "", &args);
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("so far ("), "a progress line: {shown:?}");
+    assert!(
+        shown.contains("pruned 3 delivery rows and 3 attempts"),
+        "{shown:?}"
+    );
+
+    for id in &ids[3..] {
+        age_row(&env, *id, "Delivered", 40, 40, 1);
+    }
+    let script = env.cli(&args).ok("prune");
+    assert!(
+        script.stderr.is_empty(),
+        "no progress without a terminal: {script}"
+    );
+    assert!(
+        script.stdout.starts_with("pruned 3 delivery rows"),
+        "{script}"
+    );
+}

@@ -154,6 +154,32 @@ pub fn webhook_add_args<'a>(
 
 /// The command lines, pointed at this test's database and Redis prefix.
 impl TestEnv {
+    /// `hookfleet ARGS` on a terminal of its own (a pseudo-terminal, as a
+    /// person at a shell runs it): `answer` and Enter typed once `prompt`
+    /// shows (a prompt that never shows types nothing); its exit code and
+    /// everything the terminal showed, once it exits.
+    pub fn at_a_terminal(&self, prompt: &str, answer: &str, args: &[&str]) -> (i32, String) {
+        let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/py/at_a_terminal.py"
+        );
+        let mut cmd = Command::new(python);
+        cmd.args([script, prompt, answer, "--"])
+            .arg(crate::bin_path("hookfleet"))
+            .args(args);
+        for (k, v) in self.envs() {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run on a terminal");
+        let said: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (
+            said["code"].as_i64().expect("code") as i32,
+            said["output"].as_str().expect("output").to_string(),
+        )
+    }
+
     /// `hookfleet ARGS`, the operator's command line.
     pub fn cli(&self, args: &[&str]) -> Run {
         let mut cmd = self.command("hookfleet");

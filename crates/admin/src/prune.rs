@@ -22,12 +22,13 @@ const PRUNE_BUDGET: Duration = Duration::MAX;
 
 /// Deletes the terminal rows older than `older_than`, `batch_size` rows
 /// looked at per statement; paced (a fifth of the time in statements)
-/// unless `full_speed`.
+/// unless `full_speed`. `progress` sees the report so far after each batch.
 pub async fn prune(
     store: &Store,
     older_than: Duration,
     batch_size: i64,
     full_speed: bool,
+    mut progress: impl FnMut(&PruneReport) + Send + 'static,
 ) -> Result<PruneReport, StoreError> {
     let duty = if full_speed {
         1.0
@@ -35,6 +36,16 @@ pub async fn prune(
         retention::PRUNE_DUTY
     };
     store
-        .run(move |c| retention::prune(c, older_than, 0, batch_size, PRUNE_BUDGET, duty))
+        .run(move |c| {
+            retention::prune(
+                c,
+                older_than,
+                0,
+                batch_size,
+                PRUNE_BUDGET,
+                duty,
+                &mut progress,
+            )
+        })
         .await
 }

@@ -158,6 +158,7 @@ impl Sweeper {
                         retention::PRUNE_BATCH,
                         budget,
                         retention::PRUNE_DUTY,
+                        &mut |_| {},
                     )
                 })
                 .await?;

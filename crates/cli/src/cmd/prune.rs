@@ -43,7 +43,25 @@ fn parse_retention(text: &str) -> Result<Duration, String> {
 
 impl Prune {
     pub async fn run(self, store: &Store) -> anyhow::Result<()> {
-        let r = prune::prune(store, self.older_than, self.batch_size, self.full_speed).await?;
+        let progress = crate::ask::Progress::on_a_terminal();
+        let shown = progress.clone();
+        let r = prune::prune(
+            store,
+            self.older_than,
+            self.batch_size,
+            self.full_speed,
+            move |so_far| {
+                shown.show(|| {
+                    format!(
+                        "pruned {} rows and {} attempts so far ({} batches)",
+                        so_far.rows, so_far.attempts, so_far.batches
+                    )
+                })
+            },
+        )
+        .await;
+        progress.done();
+        let r = r?;
         if self.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {

@@ -131,7 +131,7 @@ pub struct PruneReport {
 /// `budget` is spent (at least one batch), spending at most `duty` of its
 /// time in statements (1.0: full speed; see [`PRUNE_DUTY`]). Each batch is
 /// its own statement: what was deleted stays deleted if a later batch
-/// fails.
+/// fails. `progress` sees the report so far after each batch.
 pub fn prune(
     conn: &mut PgConnection,
     older_than: Duration,
@@ -139,6 +139,7 @@ pub fn prune(
     batch: i64,
     budget: Duration,
     duty: f64,
+    progress: &mut dyn FnMut(&PruneReport),
 ) -> Result<PruneReport, StoreError> {
     let started = Instant::now();
     let cut = cut(conn, older_than)?;
@@ -157,6 +158,7 @@ pub fn prune(
         report.rows += done.rows;
         report.attempts += done.attempts;
         report.batches += 1;
+        progress(&report);
         let Some(next) = next else { break };
         report.stopped_after = next;
         if started.elapsed() >= budget {
