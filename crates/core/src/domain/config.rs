@@ -22,42 +22,49 @@ pub const DEFAULT_QUEUE_GRACE: &str = "10m";
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 86400);
 
 /// Parses `500ms`, `5s`, `2m`, `1.5h`, `1d`, a bare number of seconds, or
-/// a compound duration (`1h30m`, `2h 15m`, `1day`; read by `humantime`).
+/// several of these added up (`1h30m`, `2h 15m`). Units are exactly these
+/// five, case and all: `5M` is refused rather than read as months or
+/// minutes.
 pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
-    let single = parse_single_unit(text);
-    if single.is_ok() {
-        return single;
-    }
-    match humantime::parse_duration(text.trim()) {
-        Ok(d) if d <= MAX_DURATION => Ok(d),
-        Ok(_) => Err(ConfigError(format!("{text:?} is out of range"))),
-        Err(_) => single,
-    }
-}
-
-/// One number with one unit (`1.5h`), or a bare number of seconds.
-fn parse_single_unit(text: &str) -> Result<Duration, ConfigError> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().map_err(|_| {
+    let not_a_duration = || {
         ConfigError(format!(
             "{text:?} is not a duration (expected e.g. 500ms, 5s, 2m, 1h, 1h30m)"
         ))
-    })?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86400.0,
-        other => {
-            return Err(ConfigError(format!(
-            "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d, or combine them: 1h30m)"
-        )))
+    };
+    let is_number = |c: char| c.is_ascii_digit() || c == '.';
+    let seconds = if t.is_empty() {
+        return Err(not_a_duration());
+    } else if t.chars().all(is_number) {
+        t.parse::<f64>().map_err(|_| not_a_duration())?
+    } else {
+        let mut total = 0.0;
+        let mut rest = t;
+        while !rest.is_empty() {
+            let number_end = rest.find(|c: char| !is_number(c)).unwrap_or(rest.len());
+            let (number, after) = rest.split_at(number_end);
+            let unit_end = after
+                .find(|c: char| !c.is_ascii_alphabetic())
+                .unwrap_or(after.len());
+            let (unit, after) = after.split_at(unit_end);
+            let value: f64 = number.parse().map_err(|_| not_a_duration())?;
+            let per_unit = match unit {
+                "ms" => 0.001,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                "d" => 86400.0,
+                "" => return Err(not_a_duration()),
+                other => {
+                    return Err(ConfigError(format!(
+                        "{text:?} has an unknown unit {other:?} (use ms, s, m, h or d, or combine them: 1h30m)"
+                    )))
+                }
+            };
+            total += value * per_unit;
+            rest = after.trim_start();
         }
+        total
     };
     if !seconds.is_finite() || !(0.0..=MAX_DURATION.as_secs_f64()).contains(&seconds) {
         return Err(ConfigError(format!("{text:?} is out of range")));
@@ -132,12 +139,29 @@ mod tests {
     fn compound_durations_parse_and_stay_bounded() {
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("2h 15m").unwrap(), Duration::from_secs(8100));
-        assert_eq!(parse_duration("1day").unwrap(), Duration::from_secs(86400));
+        assert_eq!(
+            parse_duration("1d12h").unwrap(),
+            Duration::from_secs(129_600)
+        );
         assert_eq!(
             parse_duration("1m30s500ms").unwrap(),
             Duration::from_millis(90_500)
         );
-        let too_long = parse_duration("400days").unwrap_err().to_string();
+        // Not months, not minutes; no units but the five; no loose numbers.
+        for refused in [
+            "5M", "1 month", "1day", "10 000 s", "1h 30", "h", "1.2.3s", "-1h30m",
+        ] {
+            assert!(parse_duration(refused).is_err(), "{refused}");
+        }
+        // Huge values are refused, never overflow.
+        for huge in [
+            "18446744073709551615s1000ms",
+            "1e300s",
+            "99999999999999999999d1s",
+        ] {
+            assert!(parse_duration(huge).is_err(), "{huge}");
+        }
+        let too_long = parse_duration("400d").unwrap_err().to_string();
         assert!(too_long.contains("out of range"), "{too_long}");
         let unknown = parse_duration("1h30parsecs").unwrap_err().to_string();
         assert!(
