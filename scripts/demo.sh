@@ -35,7 +35,10 @@ SECRET="$("$BIN/hookfleet" secrets generate)"
 (umask 077 && "$BIN/hookfleet" secrets generate --sealing-key > "$LOG/sealing.key")
 export HOOKFLEET_SECRET_KEY_FILE="$LOG/sealing.key"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  rm -f "$LOG/sealing.key"
+}
 trap cleanup EXIT
 
 receiver_up() {

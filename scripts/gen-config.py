@@ -121,6 +121,11 @@ def parse_help(text):
             continue
         heading = HEADING_RE.match(line)
         if heading and not line.startswith(" "):
+            if heading.group(1) == "Examples":
+                # An after_help's examples: --help shows them, the reference
+                # does not list them as flags.
+                section = "after"
+                continue
             section = "commands" if heading.group(1) == "Commands" else "args"
             entry = None
             continue

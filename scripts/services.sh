@@ -226,6 +226,11 @@ ensure_promtool() {
   command -v promtool >/dev/null && return 0
   command -v dpkg >/dev/null || return 0
   apt_install prometheus
+  # The package starts a Prometheus server where systemd runs; only its
+  # promtool is wanted.
+  if command -v systemctl >/dev/null && systemctl is-active -q prometheus 2>/dev/null; then
+    as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 }
 
 ensure_services() {

@@ -74,7 +74,7 @@ if [ ! -f "$node_dir/node_modules/standardwebhooks/package.json" ]; then
   npm install --prefix "$node_dir" --no-audit --no-fund --silent standardwebhooks@1
 fi
 export HOOKFLEET_TEST_NODE_MODULES="$node_dir/node_modules"
-export HOOKFLEET_TEST_PROMTOOL="$(command -v promtool)"
+export HOOKFLEET_TEST_PROMTOOL="$(command -v promtool || echo promtool)"
 
 # The end-to-end tests run the real binaries: build them first.
 cargo build --bins --quiet

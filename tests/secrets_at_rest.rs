@@ -573,6 +573,13 @@ async fn a_plain_secret_verifies_when_the_libraries_are_given_its_bytes_as_recei
             library_accepts(library, sent, secret, true),
             "{library:?} with the secret's bytes"
         );
+        // Or as whsec_ and the base64 of its bytes, which every library
+        // reads the same way (docs/RECEIVERS.md's advice).
+        let wrapped = format!("whsec_{}", STANDARD.encode(secret));
+        assert!(
+            library_accepts(library, sent, &wrapped, false),
+            "{library:?} with whsec_ and the secret's base64"
+        );
         // Given as a string, the library takes it for base64 and refuses
         // the request: the trap docs/RECEIVERS.md warns of.
         assert!(

@@ -574,4 +574,8 @@ fn a_misspelt_frappe_event_is_stored_with_a_warning_naming_the_one_meant() {
         updated.stderr.contains(r#"did you mean "on_cancel"?"#),
         "{updated}"
     );
+    // An update that leaves the event alone says nothing of it.
+    let quiet = env.cli(&["webhook", "update", "typo", "--timeout", "3s"]);
+    assert_eq!(quiet.code, Some(0), "{quiet}");
+    assert!(!quiet.stderr.contains("did you mean"), "{quiet}");
 }

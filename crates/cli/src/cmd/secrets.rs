@@ -13,7 +13,8 @@ pub enum SecretsCommand {
     /// (`whsec_` and the base64 of 32 random bytes), which the official
     /// libraries take as it is; needs no database.
     ///
-    /// Example: hookfleet webhook add orders ... --secret "$(hookfleet secrets generate)"
+    /// Example: (umask 077; hookfleet secrets generate > orders.secret), then
+    /// hookfleet webhook add orders ... --secret-file orders.secret
     Generate(Generate),
     /// Seal every stored secret and header value with the current key
     /// (HOOKFLEET_SECRET_KEY), opening them with it or an old one

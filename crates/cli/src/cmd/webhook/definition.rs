@@ -211,6 +211,14 @@ pub fn warn_unsealed(spec: &WebhookSpec) {
     }
 }
 
+impl Definition {
+    /// Whether --event was given (an update that does not change the event
+    /// says nothing about it).
+    pub fn names_an_event(&self) -> bool {
+        self.event.is_some()
+    }
+}
+
 /// Says when the event looks like a misspelt Frappe event: any event name
 /// is accepted (an application may emit its own), but one nothing emits
 /// would never deliver.

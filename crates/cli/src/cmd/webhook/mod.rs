@@ -28,8 +28,9 @@ use lifecycle::Named;
 pub enum WebhookCommand {
     /// Add a webhook.
     #[command(after_help = "Examples:
+  (umask 077; hookfleet secrets generate > orders.secret)
   hookfleet webhook add orders --entity-type 'Sales Order' --event on_submit \\
-    --url https://erp-sync.example.com/hooks --secret \"$(hookfleet secrets generate)\"
+    --url https://erp-sync.example.com/hooks --secret-file orders.secret
   hookfleet webhook add big-orders --entity-type 'Sales Order' --event on_submit \\
     --url https://example.com/big --condition 'doc.grand_total > 10000' \\
     --body-template '{\"order\": \"{{ doc.name }}\", \"total\": {{ doc.grand_total }}}'")]
@@ -44,7 +45,7 @@ pub enum WebhookCommand {
     /// 24 hours.
     #[command(after_help = "Examples:
   hookfleet webhook update orders --timeout 10s --max-retries 5
-  hookfleet webhook update orders --secret \"$(hookfleet secrets generate)\"   # starts a rotation
+  hookfleet webhook update orders --secret-file orders-2.secret   # starts a rotation
   hookfleet webhook rotate-finish orders")]
     Update(update::Update),
     /// Finish a secret rotation: the old secret stops signing and the

@@ -104,7 +104,9 @@ impl Update {
         }
         let sample = self.fields.sample(&spec.entity_type)?;
         warn_unsealed(spec);
-        warn_unknown_event(spec);
+        if self.fields.names_an_event() {
+            warn_unknown_event(spec);
+        }
         Ok((sample, self.no_secret))
     }
 }

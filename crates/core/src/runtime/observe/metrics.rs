@@ -399,8 +399,9 @@ struct BuildLabels {
 
 /// The `process_*` metrics every Prometheus client exports (CPU, memory,
 /// file descriptors, threads, start time), read from `/proc` at each scrape
-/// as the official Go client reads them. A value the system does not give
-/// is left out.
+/// by the `metrics-process` crate, under the official Go client's names
+/// (an unlimited maximum is 0 here, where the Go client gives the largest
+/// number). A value the system does not give is left out.
 #[derive(Debug)]
 struct ProcessCollector;
 
