@@ -309,3 +309,79 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
     c.close().await.expect("close the browser");
     worker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhooks_page_says_which_webhook_is_failing_healthy_paused_or_idle() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    env.add_webhook(&spec("good", ENTITY, "on_submit", &receiver.url("/good")));
+    // Nothing listens there: every attempt fails.
+    env.add_webhook(&spec(
+        "dead-end",
+        ENTITY,
+        "on_submit",
+        &format!("{}/dead", hookfleet_testkit::NOWHERE),
+    ));
+    env.add_webhook(&spec("held", ENTITY, "on_submit", &receiver.url("/held")));
+    env.add_webhook(&spec("quiet", ENTITY, "on_cancel", &receiver.url("/quiet")));
+    env.cli(&["webhook", "pause", "held"]).ok("pause");
+    let worker = env.start_worker(4, RetrySchedule::parse("1h").expect("schedule"));
+    env.submit("SO-1").await;
+    env.until_rows("good delivered, dead-end failed", |rows| {
+        let status = |name: &str| {
+            rows.iter()
+                .find(|r| r.webhook_name == name)
+                .map(|r| r.status)
+        };
+        status("good") == Some(DeliveryStatus::Delivered)
+            && status("dead-end") == Some(DeliveryStatus::Failed)
+    })
+    .await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    c.goto(&console.url("/webhooks"))
+        .await
+        .expect("open the console");
+    type_into(
+        &c,
+        Locator::Css("input[name=token]"),
+        "the login form",
+        FULL_TOKEN,
+    )
+    .await;
+    click(&c, Locator::Css("form.login button"), "log in").await;
+    // Health is written once a second: reload until it shows.
+    until_page_says(&c, "failing", true).await;
+    until_page_says(&c, "healthy", true).await;
+    let state_of = async |name: &str| -> String {
+        let row = element(
+            &c,
+            Locator::XPath(&format!("//tr[td/a[text()='{name}']]/td[4]")),
+            "the webhook's state",
+        )
+        .await;
+        row.text().await.expect("text")
+    };
+    assert_eq!(state_of("good").await, "healthy");
+    assert_eq!(state_of("dead-end").await, "failing");
+    assert_eq!(state_of("held").await, "paused");
+    assert_eq!(state_of("quiet").await, "idle");
+    // The failing one in red, by its class.
+    let failing = element(
+        &c,
+        Locator::XPath("//tr[td/a[text()='dead-end']]/td[4]/span"),
+        "the failing tag",
+    )
+    .await;
+    assert_eq!(
+        failing.attr("class").await.expect("class").as_deref(),
+        Some("tag bad")
+    );
+    shoot(&c, "webhooks-health.png").await;
+    c.goto(&console.url("/webhooks/dead-end"))
+        .await
+        .expect("one webhook");
+    until_page_says(&c, "attempts failed in a row", false).await;
+    worker.stop().await;
+}
