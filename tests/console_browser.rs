@@ -234,6 +234,13 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
     assert_eq!(raw, 0, "every <time> was localised");
     shoot(&c, "overview.png").await;
 
+    // The counts are links to the deliveries they count.
+    click(&c, Locator::Css(".card.warn a"), "the Failed count").await;
+    until_page_says(&c, "SO-1001", false).await;
+    let listed = text_of(&c, "table").await;
+    assert!(!listed.contains("SO-1002"), "only the Failed one: {listed}");
+    c.back().await.expect("back to the overview");
+
     // Find the Failed delivery by its document's name.
     type_into(
         &c,
@@ -275,9 +282,16 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
     assert_eq!(status, json!(403), "a CSRF-less POST");
     assert_eq!(env.row(failed).attempts, 2, "the refused POST replayed");
 
-    // Pause and resume from the webhooks page.
+    // Pause and resume from the webhooks page: Pause asks first, and a
+    // person who says no pauses nothing.
     c.goto(&console.url("/webhooks")).await.expect("webhooks");
     click(&c, Locator::XPath("//button[text()='Pause']"), "Pause").await;
+    let asked = c.get_alert_text().await.expect("Pause asks first");
+    assert!(asked.contains("Pause this webhook?"), "{asked}");
+    c.dismiss_alert().await.expect("say no");
+    assert!(env.stored_webhooks()[0].paused_at.is_none(), "not paused");
+    click(&c, Locator::XPath("//button[text()='Pause']"), "Pause").await;
+    c.accept_alert().await.expect("say yes");
     until_page_says(&c, "Paused orders.", false).await;
     assert!(env.stored_webhooks()[0].paused_at.is_some());
     assert!(text_of(&c, "table").await.contains("paused"));

@@ -11,3 +11,11 @@ document.querySelectorAll("time[datetime]").forEach((el) => {
       hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
     });
 });
+
+// A form marked data-confirm (Purge, Pause) asks first; without script the
+// form posts as it is.
+document.querySelectorAll("form[data-confirm]").forEach((form) => {
+  form.addEventListener("submit", (event) => {
+    if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+  });
+});
