@@ -18,7 +18,7 @@ use serde_json::json;
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_core::domain::RetrySchedule;
 use hookfleet_testkit::{
-    free_port, spec, ConsoleServer, Receiver, Reply, TestEnv, ENTITY, FULL_TOKEN,
+    free_port, spec, until_seen, ConsoleServer, Receiver, Reply, TestEnv, ENTITY, FULL_TOKEN,
 };
 
 /// How long a page may take to show what a step waits for.
@@ -393,6 +393,38 @@ async fn the_webhooks_page_says_which_webhook_is_failing_healthy_paused_or_idle(
         Some("tag bad")
     );
     shoot(&c, "webhooks-health.png").await;
+
+    // A dead letter's time is shown in the viewer's zone, not as a raw
+    // timestamp.
+    env.push_jobs("default", ["not a job"]);
+    until_seen(
+        "the junk is dead-lettered",
+        async || env.queue.dead().count().await.unwrap(),
+        |dead| *dead >= 1,
+    )
+    .await;
+    c.goto(&console.url("/dead-letters"))
+        .await
+        .expect("dead letters");
+    until_page_says(&c, "Purge", false).await;
+    let raw: i64 = c
+        .execute(
+            "return [...document.querySelectorAll('td time')]
+               .filter(t => /\\d{4}-\\d\\d-\\d\\dT\\d\\d:/.test(t.textContent)).length",
+            vec![],
+        )
+        .await
+        .expect("script")
+        .as_i64()
+        .unwrap_or(-1);
+    assert_eq!(raw, 0, "the dead letter's time was localised");
+    let times: i64 = c
+        .execute("return document.querySelectorAll('td time').length", vec![])
+        .await
+        .expect("script")
+        .as_i64()
+        .unwrap_or(-1);
+    assert_eq!(times, 1, "one dead letter, one time");
     c.goto(&console.url("/webhooks/dead-end"))
         .await
         .expect("one webhook");

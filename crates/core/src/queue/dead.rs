@@ -42,7 +42,8 @@ impl DeadLetter {
             queue: queue.into(),
             reason: reason.into(),
             worker: worker.into(),
-            at: Utc::now().to_rfc3339(),
+            // Milliseconds are enough to order them and to read.
+            at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             died_holding: Vec::new(),
         }
     }
