@@ -347,22 +347,11 @@ print(json.dumps(out))
             .expect("help");
         let help = String::from_utf8(help.stdout).expect("UTF-8");
         assert!(help.contains("Examples:"), "{command:?} --help:\n{help}");
-        let mut split = Command::new(&python)
-            .args(["-c", splitter])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python");
-        use std::io::Write;
-        split
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(help.as_bytes())
-            .expect("write");
-        let out = split.wait_with_output().expect("split");
+        let mut split = Command::new(&python);
+        split.args(["-c", splitter]);
+        let out = hookfleet_testkit::run_with_stdin(split, Some(&help));
         let examples: Vec<Vec<String>> =
-            serde_json::from_slice(&out.stdout).expect("the examples, split");
+            serde_json::from_str(&out.stdout).expect("the examples, split");
         assert!(!examples.is_empty(), "{command:?}");
         for words in examples {
             let run = Command::new(bin_path("hookfleet"))

@@ -101,6 +101,32 @@ async fn shoot(c: &Client, name: &str) {
 /// The text of the first element `css` finds, waiting for it. A page
 /// being replaced may hand out an element of the old document: asked
 /// again until the new one answers.
+/// How many elements `css` selects on the page.
+async fn count_of(c: &Client, css: &str) -> i64 {
+    c.execute(
+        "return document.querySelectorAll(arguments[0]).length",
+        vec![json!(css)],
+    )
+    .await
+    .expect("script")
+    .as_i64()
+    .unwrap_or(-1)
+}
+
+/// How many of the `<time>` elements `css` selects still show a raw
+/// RFC 3339 time (the page's script shows each in the viewer's zone).
+async fn raw_times(c: &Client, css: &str) -> i64 {
+    c.execute(
+        "return [...document.querySelectorAll(arguments[0])]
+           .filter(t => /\\d{4}-\\d\\d-\\d\\dT\\d\\d:/.test(t.textContent)).length",
+        vec![json!(css)],
+    )
+    .await
+    .expect("script")
+    .as_i64()
+    .unwrap_or(-1)
+}
+
 async fn text_of(c: &Client, css: &str) -> String {
     let deadline = Instant::now() + PAGE_WAIT;
     loop {
@@ -221,17 +247,7 @@ async fn a_person_finds_a_failed_delivery_retries_it_and_pauses_a_webhook() {
     );
     // Times are shown in the viewer's zone by the page's script: no raw
     // RFC 3339 left in a <time> once it ran.
-    let raw: i64 = c
-        .execute(
-            "return [...document.querySelectorAll('time')]
-               .filter(t => /\\d{4}-\\d\\d-\\d\\dT\\d\\d:/.test(t.textContent)).length",
-            vec![],
-        )
-        .await
-        .expect("script")
-        .as_i64()
-        .unwrap_or(-1);
-    assert_eq!(raw, 0, "every <time> was localised");
+    assert_eq!(raw_times(&c, "time").await, 0, "every <time> was localised");
     shoot(&c, "overview.png").await;
 
     // The counts are links to the deliveries they count.
@@ -407,24 +423,16 @@ async fn the_webhooks_page_says_which_webhook_is_failing_healthy_paused_or_idle(
         .await
         .expect("dead letters");
     until_page_says(&c, "Purge", false).await;
-    let raw: i64 = c
-        .execute(
-            "return [...document.querySelectorAll('td time')]
-               .filter(t => /\\d{4}-\\d\\d-\\d\\dT\\d\\d:/.test(t.textContent)).length",
-            vec![],
-        )
-        .await
-        .expect("script")
-        .as_i64()
-        .unwrap_or(-1);
-    assert_eq!(raw, 0, "the dead letter's time was localised");
-    let times: i64 = c
-        .execute("return document.querySelectorAll('td time').length", vec![])
-        .await
-        .expect("script")
-        .as_i64()
-        .unwrap_or(-1);
-    assert_eq!(times, 1, "one dead letter, one time");
+    assert_eq!(
+        raw_times(&c, "td time").await,
+        0,
+        "the dead letter's time was localised"
+    );
+    assert_eq!(
+        count_of(&c, "td time").await,
+        1,
+        "one dead letter, one time"
+    );
     c.goto(&console.url("/webhooks/dead-end"))
         .await
         .expect("one webhook");

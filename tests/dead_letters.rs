@@ -2,21 +2,29 @@
 
 use hookfleet_testkit::{until_seen, TestEnv};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
-    let env = TestEnv::new();
+/// Pushes `jobs` (none of which a worker can use) and waits, with a worker
+/// running, until the dead-letter list holds at least that many more.
+async fn dead_letter(env: &TestEnv, jobs: &[&str]) {
+    let before = env.queue.dead().count().await.unwrap();
     let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
-    env.push_jobs(
-        "default",
-        ["garbage one", "garbage two", r#"{"v":1,"log_id":777}"#],
-    );
+    env.push_jobs("default", jobs.iter().copied());
     until_seen(
         "the junk is dead-lettered",
         async || env.queue.dead().count().await.unwrap(),
-        |dead| *dead >= 3,
+        |dead| *dead >= before + jobs.len() as i64,
     )
     .await;
     worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
+    let env = TestEnv::new();
+    dead_letter(
+        &env,
+        &["garbage one", "garbage two", r#"{"v":1,"log_id":777}"#],
+    )
+    .await;
 
     let list = env.cli(&["dead", "list", "--json"]);
     assert_eq!(list.code, Some(0));
@@ -64,15 +72,7 @@ async fn the_operator_lists_shows_requeues_and_purges_dead_letters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     let env = TestEnv::new();
-    let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
-    env.push_jobs("default", ["garbage one", "garbage two"]);
-    until_seen(
-        "the junk is dead-lettered",
-        async || env.queue.dead().count().await.unwrap(),
-        |dead| *dead >= 2,
-    )
-    .await;
-    worker.stop().await;
+    dead_letter(&env, &["garbage one", "garbage two"]).await;
     let question = "Delete every dead letter?";
 
     let (code, shown) = env.at_a_terminal(question, "n", &["dead", "purge", "--all"]);
@@ -89,15 +89,7 @@ async fn purging_every_dead_letter_asks_a_person_first_and_not_a_script() {
     assert_eq!(env.queue.dead().count().await.unwrap(), 0);
 
     // --yes at a terminal, and a script (no terminal), are not asked.
-    env.push_jobs("default", ["garbage three"]);
-    let worker = env.start_worker(2, hookfleet_core::domain::RetrySchedule::default());
-    until_seen(
-        "the junk is dead-lettered",
-        async || env.queue.dead().count().await.unwrap(),
-        |dead| *dead >= 1,
-    )
-    .await;
-    worker.stop().await;
+    dead_letter(&env, &["garbage three"]).await;
     let (code, shown) = env.at_a_terminal(question, "n", &["dead", "purge", "--all", "--yes"]);
     assert_eq!(code, 0, "{shown}");
     assert!(

@@ -8,6 +8,22 @@ use serde_json::{json, Value};
 use hookfleet_core::domain::DeliveryStatus;
 use hookfleet_testkit::{blocking, delivery_ids, Scenario, ENTITY};
 
+/// Two webhooks on Sales Order `on_submit`: "orders", sent nowhere, and
+/// "totals", whose body template is valid on the sample document but not
+/// JSON for a document without a total (such a delivery is Exhausted at
+/// emit).
+fn add_orders_and_totals(env: &hookfleet_testkit::TestEnv) {
+    env.add_quiet_webhook("orders", "on_submit");
+    env.webhook_add(
+        "totals",
+        ENTITY,
+        "on_submit",
+        "http://127.0.0.1:9/totals",
+        &["--body-template", r#"{"total": {{ doc.grand_total }}}"#],
+    )
+    .ok("webhook add totals");
+}
+
 // ---------------------------------------------------------------------------
 // 1. The reading commands reflect what was emitted.
 // ---------------------------------------------------------------------------
@@ -17,16 +33,7 @@ async fn delivery_list_show_and_stats_reflect_what_was_emitted() {
     let (env, rx) = Scenario::new().ready().await;
     let approve_url = rx.url("/approve");
     blocking(|| {
-        env.add_quiet_webhook("orders", "on_submit");
-        // Valid on the sample document, not JSON without a total.
-        env.webhook_add(
-            "totals",
-            ENTITY,
-            "on_submit",
-            "http://127.0.0.1:9/totals",
-            &["--body-template", r#"{"total": {{ doc.grand_total }}}"#],
-        )
-        .ok("webhook add totals");
+        add_orders_and_totals(&env);
         env.webhook_add("approve", ENTITY, "workflow_transition", &approve_url, &[])
             .ok("webhook add approve");
     });
@@ -194,16 +201,7 @@ async fn delivery_list_takes_the_apis_filters_and_a_bulk_dry_run_replays_nothing
             .collect()
     };
     blocking(|| {
-        env.add_quiet_webhook("orders", "on_submit");
-        // Exhausted at emit without a total: its body is not JSON.
-        env.webhook_add(
-            "totals",
-            ENTITY,
-            "on_submit",
-            "http://127.0.0.1:9/totals",
-            &["--body-template", r#"{"total": {{ doc.grand_total }}}"#],
-        )
-        .ok("webhook add totals");
+        add_orders_and_totals(&env);
     });
     let so1 = blocking(|| env.emit_by_cli("on_submit", "SO-1", &json!({"name": "SO-1"})))
         .ok("emit SO-1")

@@ -433,7 +433,6 @@ async fn failed_attempts_are_logged_with_their_reason_but_a_dead_receiver_cannot
 /// every `hookfleet_deliveries_total` sample as (labels, value), or the
 /// parser's refusal.
 fn parsed_deliveries(text: &str, classic: bool) -> Result<Vec<(serde_json::Value, f64)>, String> {
-    use std::io::Write;
     let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
     let script = r#"
 import json, sys
@@ -449,29 +448,18 @@ for family in text_string_to_metric_families(text):
             out.append([s.labels, s.value])
 print(json.dumps(out))
 "#;
-    let mut child = std::process::Command::new(&python)
-        .args([
-            "-c",
-            script,
-            if classic { "classic" } else { "openmetrics" },
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {python}: {e}"));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write the scrape");
-    let out = child.wait_with_output().expect("parser output");
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args([
+        "-c",
+        script,
+        if classic { "classic" } else { "openmetrics" },
+    ]);
+    let out = hookfleet_testkit::run_with_stdin(cmd, Some(text));
+    if out.code != Some(0) {
+        return Err(out.stderr);
     }
     let samples: Vec<(serde_json::Value, f64)> =
-        serde_json::from_slice(&out.stdout).expect("the parser's JSON");
+        serde_json::from_str(&out.stdout).expect("the parser's JSON");
     Ok(samples)
 }
 
@@ -592,31 +580,14 @@ fn idle_sockets_on_the_metrics_port_are_closed_and_cannot_starve_it() {
 /// package the test script installs) on a scrape: its complaints, empty
 /// when it has none.
 fn promtool_complaints(text: &str) -> String {
-    use std::io::Write;
     let promtool = std::env::var("HOOKFLEET_TEST_PROMTOOL").unwrap_or_else(|_| "promtool".into());
-    let mut child = std::process::Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {promtool} (scripts/test.sh installs it): {e}"));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write the scrape");
-    let out = child.wait_with_output().expect("promtool's output");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() && said.trim().is_empty() {
+    let mut cmd = std::process::Command::new(&promtool);
+    cmd.args(["check", "metrics"]);
+    let run = hookfleet_testkit::run_with_stdin(cmd, Some(text));
+    if run.code == Some(0) && run.stdout.trim().is_empty() && run.stderr.trim().is_empty() {
         String::new()
     } else {
-        format!("exit {:?}: {said}", out.status.code())
+        format!("{run}")
     }
 }
 

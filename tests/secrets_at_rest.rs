@@ -5,8 +5,7 @@
 //! phases, checked with the official Standard Webhooks library and the
 //! Frappe HMAC; `secrets reencrypt` moves every value to a new key.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -101,25 +100,13 @@ fn library_accepts(library: Library, request: &Received, secret: &str, raw: bool
         .collect();
     let input =
         serde_json::json!({"secret": secret, "raw": raw, "headers": headers, "body": request.body});
-    let mut child = Command::new(&program)
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {program} (scripts/test.sh sets it up): {e}"));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("verifier");
-    let said = String::from_utf8_lossy(&out.stdout);
+    let mut cmd = Command::new(&program);
+    cmd.arg(script);
+    let out = hookfleet_testkit::run_with_stdin(cmd, Some(&input.to_string()));
+    let said = &out.stdout;
     assert!(
         said.starts_with("ok") || said.starts_with("refused"),
-        "the {library:?} verifier did not run (is the library installed?): {said} {}",
-        String::from_utf8_lossy(&out.stderr)
+        "the {library:?} verifier did not run (is the library installed?): {out}"
     );
     said.starts_with("ok")
 }
