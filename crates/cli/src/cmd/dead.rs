@@ -77,14 +77,15 @@ pub async fn run(queue: &RedisQueue, command: DeadCommand) -> anyhow::Result<()>
             println!("purged {id}");
         }
         DeadCommand::Purge { id: None, yes, .. } => {
-            let waiting = dead::list(queue, 1).await?;
-            if !waiting.is_empty()
-                && !crate::ask::confirmed(
-                    "Delete every dead letter? Their rows stay in Postgres, but the jobs are gone.",
-                    yes,
-                )
-            {
-                anyhow::bail!("cancelled: no dead letter purged");
+            // Only a person is asked, so only then are they counted.
+            if !yes && crate::ask::person_present() {
+                let n = queue.dead().count().await?;
+                let question = format!(
+                    "Delete every dead letter? There are {n}; their rows stay in Postgres, but the jobs are gone."
+                );
+                if n > 0 && !crate::ask::confirmed(&question, false) {
+                    anyhow::bail!("cancelled: no dead letter purged");
+                }
             }
             let n = dead::purge_all(queue).await?;
             println!("purged {n} dead letters");

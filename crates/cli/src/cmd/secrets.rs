@@ -43,6 +43,9 @@ pub struct Generate {
 
 impl Generate {
     /// Prints the secret (or key) on a line of its own, and nothing else.
+    /// The one place a secret is printed, on purpose: it is new, made for
+    /// the operator to store (the help says: into a file only they read),
+    /// and it goes to standard output only, never to a log.
     pub fn run(&self) {
         if self.sealing_key {
             println!("{}", hookfleet_core::domain::at_rest::generate_key());
