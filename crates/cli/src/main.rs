@@ -8,7 +8,8 @@
 //!   `delivery`): their flags, and a short `run` that calls the admin
 //!   action and prints what it did.
 //! - `table`: plain-text tables for people, and text made safe for a
-//!   terminal; `ask`: the question before what cannot be undone.
+//!   terminal; `ask`: a person at a terminal (the question before what
+//!   cannot be undone, a long operation's progress).
 //! - this file: the command line, the settings every command shares, and
 //!   the exit code.
 

@@ -54,7 +54,7 @@ impl Offline {
         })
     }
 
-    /// Runs it, printing to standard output; `cli` is the whole command
+    /// Runs it, printing to standard output; `C` is the whole command
     /// line's definition (completions and the man page describe it).
     pub fn run<C: CommandFactory>(self) -> std::io::Result<()> {
         match self {

@@ -57,10 +57,7 @@ impl Generate {
 
 pub async fn run(command: SecretsCommand, store: &Store) -> anyhow::Result<()> {
     let (decrypt, json) = match command {
-        SecretsCommand::Generate(generate) => {
-            generate.run();
-            return Ok(());
-        }
+        SecretsCommand::Generate(_) => unreachable!("answered without a database"),
         SecretsCommand::Reencrypt { decrypt, json } => (decrypt, json),
     };
     let done = secrets::reencrypt(store, decrypt).await?;

@@ -160,26 +160,30 @@ impl Metrics {
     /// with the first role what every process has: `process_*` and
     /// `hookfleet_build_info`.
     pub fn export(&self, role: Role) {
+        // The process collector is no metric of its own: the set of what
+        // is registered remembers it under a name of its own.
         if self
             .registered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert("process")
+            .insert("process_*")
         {
-            let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-            registry.register_collector(Box::new(ProcessCollector));
-            let build = Family::<BuildLabels, Gauge>::default();
-            build
-                .get_or_create(&BuildLabels {
-                    version: env!("CARGO_PKG_VERSION"),
-                })
-                .set(1);
-            registry.register(
-                "hookfleet_build_info",
-                "The build this process runs (always 1; the version in its label)",
-                build,
-            );
+            self.registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .register_collector(Box::new(ProcessCollector));
         }
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        self.register(
+            "hookfleet_build_info",
+            "The build this process runs (always 1; the version in its label)",
+            build,
+        );
         let queues = || {
             self.register(
                 "hookfleet_queue_depth",
