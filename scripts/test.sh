@@ -58,12 +58,18 @@ cleanup() {
 trap 'cleanup; stop_redis_cluster; stop_pgbouncer' EXIT
 
 # Signatures are also judged by the official Standard Webhooks library, as
-# receivers use it, and scrapes by the reference Prometheus client's
-# parsers (a virtual environment of the test run's own).
+# receivers use it, scrapes by the reference Prometheus client's parsers,
+# and the management API by a client generated from its OpenAPI document
+# (openapi-python-client) and by schemathesis (a virtual environment of the
+# test run's own; the API tools pinned, as their checks change between
+# releases).
 venv="$HOME/.cache/hookfleet/test-venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks, prometheus_client' 2>/dev/null; then
+api_tools=(openapi-python-client==0.29.1 schemathesis==4.32.5)
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks, prometheus_client' 2>/dev/null ||
+   ! "$venv/bin/pip" freeze 2>/dev/null | grep -qxF -e "${api_tools[0]}" ||
+   ! "$venv/bin/pip" freeze 2>/dev/null | grep -qxF -e "${api_tools[1]}"; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q standardwebhooks prometheus-client
+  "$venv/bin/pip" install -q standardwebhooks prometheus-client "${api_tools[@]}"
 fi
 export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
 # ...and by the official library for Node, as a Node receiver uses it.

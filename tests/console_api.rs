@@ -673,6 +673,28 @@ async fn webhooks_are_defined_through_the_api_as_through_the_cli() {
         a.body
     );
 
+    // The whole view sent back as it was read (its read-only keys, health
+    // and times included) is accepted, and changes nothing: not even
+    // updated_at.
+    let shown = console.get("/api/v1/webhooks/orders", t).await;
+    let a = console
+        .patch("/api/v1/webhooks/orders", t, &shown.body)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["rotation_started"], false, "{}", a.body);
+    let again = console.get("/api/v1/webhooks/orders", t).await;
+    assert_eq!(again.json(), shown.json(), "a read sent back changed it");
+    // A field under both of its keys is refused, saying which.
+    let a = console
+        .patch(
+            "/api/v1/webhooks/orders",
+            t,
+            r#"{"url": "https://a.example/x", "request_url": "https://b.example/y"}"#,
+        )
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("url is given twice"), "{}", a.body);
+
     // Changes: a new secret starts a rotation; null clears; lists replace.
     let a = console
         .patch(

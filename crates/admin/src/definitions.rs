@@ -51,7 +51,8 @@ pub async fn add_json(
     policy: &NetworkPolicy,
     body: &Map<String, Value>,
 ) -> Result<Webhook, DefinitionError> {
-    if REQUIRED_FIELDS.iter().any(|f| !body.contains_key(f.key())) {
+    let given: Vec<Field> = body.keys().filter_map(|k| Field::of_json_key(k)).collect();
+    if REQUIRED_FIELDS.iter().any(|f| !given.contains(f)) {
         return Err(ValidationError::Required.into());
     }
     let mut spec = WebhookSpec::new("", "", "", "");
@@ -136,14 +137,22 @@ fn update_on<E: From<DefinitionError>>(
                 e.to_string(),
             )))
         })?;
-        let was = spec.secret.clone();
+        let was = spec.clone();
         let (sample, remove_secret) = edit(&mut spec).map_err(Failed::Edit)?;
+        if spec == was && !remove_secret {
+            // Nothing changes (a webhook read and sent back): nothing is
+            // written, so its updated_at stays too.
+            return Ok(Updated {
+                webhook: current,
+                rotation_started: false,
+            });
+        }
         store_update(
             conn,
             policy,
             name,
             &spec,
-            was.as_ref(),
+            was.secret.as_ref(),
             remove_secret,
             &sample,
         )
@@ -198,24 +207,54 @@ pub const JSON_KEYS: [&str; Field::JSON.len()] = {
     keys
 };
 
+/// The keys of a webhook's view (`webhook show --json`, the API's GET and
+/// an update's answer) that no definition sets: its state, its health and
+/// the times. A definition that names them (a view read, edited and sent
+/// back) is taken with them ignored; pause, resume and rotate-finish are
+/// actions of their own.
+pub const READ_ONLY_KEYS: [&str; 15] = [
+    "signed",
+    "secret_rotation_until",
+    "created_at",
+    "updated_at",
+    "paused",
+    "paused_at",
+    "paused_reason",
+    "consecutive_failures",
+    "last_success_at",
+    "last_error",
+    "attempts_24h",
+    "success_rate_24h",
+    "p50_ms",
+    "p95_ms",
+    "rotation_started",
+];
+
 /// Applies a JSON definition to `spec`: each key given replaces that part
 /// (lists whole; a header whose value is [`HIDDEN`] keeps its stored
 /// value), `null` clears what may be absent (body_template,
-/// condition, secret, max_concurrency, rate_limit). Returns the sample
-/// document to validate on (`sample_doc`, if given) and whether the secret
-/// was cleared. Unknown keys and wrong types are refused with the key's
-/// name.
+/// condition, secret, max_concurrency, rate_limit). A field may be given
+/// under the view's key ([`Field::READ_AS`]), once; the view's read-only
+/// keys ([`READ_ONLY_KEYS`]) are ignored. Returns the sample document to
+/// validate on (`sample_doc`, if given) and whether the secret was
+/// cleared. Unknown keys and wrong types are refused with the key's name.
 pub fn apply_json(
     spec: &mut WebhookSpec,
     body: &Map<String, Value>,
 ) -> Result<(Option<Value>, bool), ValidationError> {
     let mut sample = None;
     let mut secret_cleared = false;
+    let mut seen = Vec::with_capacity(body.len());
     for (key, v) in body {
-        let field = Field::JSON
-            .into_iter()
-            .find(|f| f.key() == key)
-            .ok_or_else(|| ValidationError::UnknownKey(key.clone()))?;
+        if READ_ONLY_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let field =
+            Field::of_json_key(key).ok_or_else(|| ValidationError::UnknownKey(key.clone()))?;
+        if seen.contains(&field) {
+            return Err(ValidationError::GivenTwice(field));
+        }
+        seen.push(field);
         match field {
             Field::SampleDoc if !v.is_object() => return Err(wrong(field, Expected::Object)),
             Field::SampleDoc => sample = Some(v.clone()),

@@ -27,6 +27,9 @@ pub enum ValidationError {
     /// A new webhook's JSON definition lacks one of the keys every webhook
     /// has (name, entity_type, event, url).
     Required,
+    /// A JSON definition gives one field under both of its keys (`url` and
+    /// `request_url`).
+    GivenTwice(Field),
 }
 
 impl ValidationError {
@@ -39,6 +42,7 @@ impl ValidationError {
     pub fn field(&self) -> Option<Field> {
         match self {
             ValidationError::Invalid { field, .. } => Some(*field),
+            ValidationError::GivenTwice(field) => Some(*field),
             ValidationError::UnknownKey(_) | ValidationError::Required => None,
         }
     }
@@ -102,6 +106,29 @@ impl Field {
         Field::Enabled,
         Field::SampleDoc,
     ];
+
+    /// The fields a webhook's view (`webhook show --json`, the API's GET)
+    /// shows under a key of its own, Frappe's name for it; a definition may
+    /// give them under either key, so a view sent back is a definition.
+    pub const READ_AS: [(Field, &'static str); 3] = [
+        (Field::Url, "request_url"),
+        (Field::Method, "request_method"),
+        (Field::Structure, "request_structure"),
+    ];
+
+    /// The field a JSON definition's `key` gives (its own key or the
+    /// view's, [`Field::READ_AS`]); None for a key no definition has.
+    pub fn of_json_key(key: &str) -> Option<Field> {
+        Field::JSON
+            .into_iter()
+            .find(|f| f.key() == key)
+            .or_else(|| {
+                Field::READ_AS
+                    .into_iter()
+                    .find(|(_, k)| *k == key)
+                    .map(|(f, _)| f)
+            })
+    }
 
     /// The key of the API's JSON definition; the templates, checked
     /// together, have none of their own.
@@ -279,6 +306,18 @@ impl fmt::Display for ValidationError {
             }
             ValidationError::Required => {
                 return f.write_str("a webhook needs name, entity_type, event and url")
+            }
+            ValidationError::GivenTwice(field) => {
+                let other = Field::READ_AS
+                    .iter()
+                    .find(|(f, _)| f == field)
+                    .map_or("", |(_, k)| k);
+                return write!(
+                    f,
+                    "{} is given twice (as {} and {other}): give one",
+                    field.key(),
+                    field.key()
+                );
             }
             ValidationError::Invalid { field, rule } => (*field, rule),
         };

@@ -330,7 +330,7 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
 // written (each on its own, or all in one transaction).
 
 /// What happened to one document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Created,
@@ -358,11 +358,12 @@ impl Action {
 }
 
 /// One line of the report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Outcome {
     pub name: String,
     pub action: Action,
     /// Why it was refused.
+    #[schema(required)]
     pub reason: Option<String>,
     /// What differs from the way Frappe sends it.
     pub notes: Vec<String>,

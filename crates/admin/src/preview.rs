@@ -26,13 +26,15 @@ use crate::error::OpsError;
 /// sent (`hookfleet webhook preview`). The condition is rendered on its
 /// own and the request regardless of it, as Frappe's preview does, so an
 /// author sees the body even for a document that does not qualify.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Preview {
     /// Whether the condition holds (no condition: true; an error: false).
     pub meets_condition: bool,
     /// Why the condition could not be evaluated.
+    #[schema(required)]
     pub condition_error: Option<String>,
     /// The URL the request would go to (None when it could not be built).
+    #[schema(required)]
     pub url: Option<String>,
     pub method: String,
     /// Every header the request would carry: Content-Type, the static
@@ -40,9 +42,11 @@ pub struct Preview {
     /// when it is sent.
     pub headers: Vec<Header>,
     /// The body exactly as it would be sent.
+    #[schema(required)]
     pub body: Option<String>,
     /// Why the request could not be built (a URL refused, a body that is
     /// not JSON, a template error).
+    #[schema(required)]
     pub error: Option<String>,
 }
 

@@ -57,7 +57,7 @@ pub async fn replay(
 }
 
 /// What a bulk replay did (or, in a dry run, would do).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReplayBulk {
     pub webhook: String,
     pub status: DeliveryStatus,
@@ -65,6 +65,8 @@ pub struct ReplayBulk {
     pub dry_run: bool,
     /// Rows replayed (or that would be).
     pub count: i64,
+    /// Whether they were queued now.
+    #[schema(required)]
     pub note: Option<String>,
 }
 

@@ -14,7 +14,7 @@ use hookfleet_core::store::deliveries::held_until;
 use hookfleet_core::store::health::Health;
 
 /// A header as shown: the value hidden when it looks like a credential.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct HeaderView {
     pub key: String,
     pub value: String,
@@ -22,7 +22,8 @@ pub struct HeaderView {
 
 /// The webhook as shown to people and scripts (`webhook list|show --json`):
 /// never the secret, and header values that look like credentials hidden.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Webhook)]
 pub struct WebhookView<'a> {
     pub name: &'a str,
     pub entity_type: &'a str,
@@ -31,24 +32,31 @@ pub struct WebhookView<'a> {
     pub dynamic_url: bool,
     pub request_method: &'a str,
     pub request_structure: &'a str,
+    #[schema(required)]
     pub body_template: Option<&'a str>,
     pub fields: Vec<FieldMapping>,
     pub headers: Vec<HeaderView>,
+    #[schema(required)]
     pub condition: Option<&'a str>,
     pub allowed_hosts: &'a [String],
     pub enabled: bool,
     pub signed: bool,
+    #[schema(required)]
     pub secret_rotation_until: Option<DateTime<Utc>>,
     pub timeout: String,
     pub queue: &'a str,
     pub max_retries: i32,
+    #[schema(required)]
     pub max_concurrency: Option<i32>,
     /// `N/s`, or null.
+    #[schema(required)]
     pub rate_limit: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub paused: bool,
+    #[schema(required)]
     pub paused_at: Option<DateTime<Utc>>,
+    #[schema(required)]
     pub paused_reason: Option<&'a str>,
     #[serde(flatten)]
     pub health: Health,
@@ -115,12 +123,14 @@ impl<'a> WebhookView<'a> {
 }
 
 /// A delivery as `delivery list|show --json` print it (field names as the
-/// columns, DESIGN "Command line"); never a secret.
-#[derive(Serialize)]
+/// columns); never a secret.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Delivery)]
 pub struct DeliveryView<'a> {
     pub id: i64,
     pub event_id: &'a str,
     pub webhook: &'a str,
+    #[schema(required)]
     pub webhook_id: Option<i64>,
     pub entity_type: &'a str,
     pub entity_name: &'a str,
@@ -136,17 +146,23 @@ pub struct DeliveryView<'a> {
     pub status: DeliveryStatus,
     pub attempts: i32,
     pub max_attempts: i32,
+    #[schema(required)]
     pub next_retry: Option<DateTime<Utc>>,
     /// Held while its webhook is paused (next_retry is then 9999-01-01).
     pub held: bool,
+    #[schema(required)]
     pub in_flight_until: Option<DateTime<Utc>>,
+    #[schema(required)]
     pub response_code: Option<i32>,
     /// The receiver's answer as text (bytes that are not UTF-8 as U+FFFD).
+    #[schema(required)]
     pub response_body: Option<String>,
+    #[schema(required)]
     pub error: Option<&'a str>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<DeliveryAttempt>>)]
     pub attempt_log: Option<Vec<&'a DeliveryAttempt>>,
 }
 
@@ -195,7 +211,7 @@ impl<'a> DeliveryView<'a> {
 }
 
 /// Rows per status, as `stats --json` prints them.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "PascalCase")]
 pub struct RowCounts {
     pub queued: i64,
@@ -205,20 +221,25 @@ pub struct RowCounts {
 }
 
 /// What `hookfleet stats --json` prints.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Stats)]
 pub struct StatsView {
     pub rows: RowCounts,
     /// Jobs waiting, per queue.
     pub queues: std::collections::BTreeMap<String, i64>,
     /// None when Redis did not answer.
+    #[schema(required)]
     pub dead_letters: Option<i64>,
     /// Delivered and Exhausted are estimates from the table's statistics
     /// (a table of a million rows or more), or the pending counts reached
     /// their cap.
     pub rows_estimated: bool,
+    #[schema(required)]
     pub oldest_due_retry: Option<DateTime<Utc>>,
+    #[schema(required)]
     pub next_retry: Option<DateTime<Utc>>,
     /// Paused webhooks (their deliveries wait for `webhook resume`).
     pub paused_webhooks: Vec<String>,
+    #[schema(required)]
     pub redis_error: Option<String>,
 }

@@ -7,13 +7,19 @@
 use std::future::Future;
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use hookfleet_admin::replay::ReplayBulk;
 use hookfleet_admin::{dead, definitions, frappe_import, replay, webhooks};
 use hookfleet_core::domain::DeliveryStatus;
 
+use crate::answers::{
+    AllPurged, AllRequeued, DeadPurged, DeadRequeued, Deleted, Enabled, ImportReport, Paused,
+    Resumed, Retried, RotationFinished, UpdatedWebhook,
+};
 use crate::auth::Actor;
 use crate::read;
+use crate::redact::for_actor;
 use crate::{ApiError, Console};
 
 /// An action's audit line, written before the action starts (a caller that
@@ -91,15 +97,21 @@ pub async fn update(
         definitions::update_json(&c.store, &c.policy, name, body),
     )
     .await?;
-    let mut v = read::webhook_of(c, updated.webhook, actor).await?;
-    v["rotation_started"] = Value::Bool(updated.rotation_started);
-    Ok(v)
+    let w = webhooks::with_health(&c.store, updated.webhook).await?;
+    let answer = UpdatedWebhook {
+        webhook: w.view(false),
+        rotation_started: updated.rotation_started,
+    };
+    Ok(for_actor(&answer, actor))
 }
 
-pub async fn delete(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+pub async fn delete(c: &Console, actor: Actor, name: &str) -> Result<Deleted, ApiError> {
     let run = webhooks::delete(&c.store, name);
     audited(actor, "webhook-delete", name, run).await?;
-    Ok(json!({ "webhook": name, "deleted": true }))
+    Ok(Deleted {
+        webhook: name.to_string(),
+        deleted: true,
+    })
 }
 
 pub async fn pause(
@@ -107,7 +119,7 @@ pub async fn pause(
     actor: Actor,
     name: &str,
     reason: Option<&str>,
-) -> Result<Value, ApiError> {
+) -> Result<Paused, ApiError> {
     let reason = reason.unwrap_or(webhooks::DEFAULT_PAUSE_REASON);
     let p = audited(
         actor,
@@ -116,21 +128,25 @@ pub async fn pause(
         webhooks::pause(&c.store, name, reason),
     )
     .await?;
-    Ok(json!({
-        "webhook": p.webhook.name,
-        "paused": true,
-        "already": p.already,
-        "reason": p.webhook.paused_reason,
-    }))
+    Ok(Paused {
+        webhook: p.webhook.name,
+        paused: true,
+        already: p.already,
+        reason: p.webhook.paused_reason,
+    })
 }
 
-pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+pub async fn resume(c: &Console, actor: Actor, name: &str) -> Result<Resumed, ApiError> {
     let run = webhooks::resume(&c.store, &c.queue, c.key_ttl, name);
     let r = audited(actor, "resume", name, run).await?;
-    Ok(
-        json!({ "webhook": r.webhook, "resumed": r.was_paused, "released": r.released,
-               "due": r.due, "enqueued": r.enqueued, "note": r.note }),
-    )
+    Ok(Resumed {
+        webhook: r.webhook,
+        resumed: r.was_paused,
+        released: r.released,
+        due: r.due,
+        enqueued: r.enqueued,
+        note: r.note,
+    })
 }
 
 pub async fn set_enabled(
@@ -138,29 +154,39 @@ pub async fn set_enabled(
     actor: Actor,
     name: &str,
     enabled: bool,
-) -> Result<Value, ApiError> {
+) -> Result<Enabled, ApiError> {
     let action = if enabled { "enable" } else { "disable" };
     let run = webhooks::set_enabled(&c.store, name, enabled);
     let w = audited(actor, action, name, run).await?;
-    Ok(json!({ "webhook": w.name, "enabled": w.enabled }))
+    Ok(Enabled {
+        webhook: w.name,
+        enabled: w.enabled,
+    })
 }
 
-pub async fn rotate_finish(c: &Console, actor: Actor, name: &str) -> Result<Value, ApiError> {
+pub async fn rotate_finish(
+    c: &Console,
+    actor: Actor,
+    name: &str,
+) -> Result<RotationFinished, ApiError> {
     let run = webhooks::rotate_finish(&c.store, name);
     let w = audited(actor, "rotate-finish", name, run).await?;
-    Ok(json!({ "webhook": w.name, "rotation_finished": true }))
+    Ok(RotationFinished {
+        webhook: w.name,
+        rotation_finished: true,
+    })
 }
 
-pub async fn retry(c: &Console, actor: Actor, id: i64, force: bool) -> Result<Value, ApiError> {
+pub async fn retry(c: &Console, actor: Actor, id: i64, force: bool) -> Result<Retried, ApiError> {
     let run = replay::replay(&c.store, &c.queue, c.key_ttl, id, force);
     let done = audited(actor, "retry", &id.to_string(), run).await?;
-    Ok(json!({
-        "id": id,
-        "previous_status": done.replayed.previous_status,
-        "status": DeliveryStatus::Failed,
-        "next_attempt": done.replayed.next_attempt,
-        "note": done.note,
-    }))
+    Ok(Retried {
+        id,
+        previous_status: done.replayed.previous_status,
+        status: DeliveryStatus::Failed,
+        next_attempt: done.replayed.next_attempt,
+        note: done.note,
+    })
 }
 
 /// A bulk replay; a dry run only counts, so a read-only token may ask.
@@ -171,31 +197,37 @@ pub async fn retry_bulk(
     status: DeliveryStatus,
     since: DateTime<Utc>,
     dry_run: bool,
-) -> Result<Value, ApiError> {
+) -> Result<ReplayBulk, ApiError> {
     let run = replay::replay_bulk(
         &c.store, &c.queue, c.key_ttl, webhook, status, since, dry_run,
     );
-    let done = if dry_run {
-        run.await?
+    if dry_run {
+        Ok(run.await?)
     } else {
         let target = format!("{webhook} {status} since {since}");
-        audited(actor, "retry-bulk", &target, run).await?
-    };
-    Ok(serde_json::to_value(&done).unwrap_or(Value::Null))
+        audited(actor, "retry-bulk", &target, run).await
+    }
 }
 
-pub async fn dead_requeue(c: &Console, actor: Actor, id: &str) -> Result<Value, ApiError> {
+pub async fn dead_requeue(c: &Console, actor: Actor, id: &str) -> Result<DeadRequeued, ApiError> {
     let d = audited(actor, "dead-requeue", id, dead::requeue(&c.queue, id)).await?;
-    Ok(json!({ "id": d.id, "requeued": true, "queue": d.queue }))
+    Ok(DeadRequeued {
+        id: d.id,
+        requeued: true,
+        queue: d.queue,
+    })
 }
 
-pub async fn dead_purge(c: &Console, actor: Actor, id: &str) -> Result<Value, ApiError> {
+pub async fn dead_purge(c: &Console, actor: Actor, id: &str) -> Result<DeadPurged, ApiError> {
     audited(actor, "dead-purge", id, dead::purge(&c.queue, id)).await?;
-    Ok(json!({ "id": id, "purged": true }))
+    Ok(DeadPurged {
+        id: id.to_string(),
+        purged: true,
+    })
 }
 
 /// `dead requeue --all`.
-pub async fn dead_requeue_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
+pub async fn dead_requeue_all(c: &Console, actor: Actor) -> Result<AllRequeued, ApiError> {
     let n = audited(
         actor,
         "dead-requeue-all",
@@ -203,11 +235,11 @@ pub async fn dead_requeue_all(c: &Console, actor: Actor) -> Result<Value, ApiErr
         dead::requeue_all(&c.queue),
     )
     .await?;
-    Ok(json!({ "requeued": n }))
+    Ok(AllRequeued { requeued: n })
 }
 
 /// `dead purge --all`.
-pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<Value, ApiError> {
+pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<AllPurged, ApiError> {
     let n = audited(
         actor,
         "dead-purge-all",
@@ -215,7 +247,7 @@ pub async fn dead_purge_all(c: &Console, actor: Actor) -> Result<Value, ApiError
         dead::purge_all(&c.queue),
     )
     .await?;
-    Ok(json!({ "purged": n }))
+    Ok(AllPurged { purged: n })
 }
 
 /// `webhook import` of the Frappe Webhook documents `body` holds (what the
@@ -231,7 +263,7 @@ pub async fn import(
     body: &[u8],
     dry_run: bool,
     atomic: bool,
-) -> Result<Value, ApiError> {
+) -> Result<ImportReport, ApiError> {
     actor.may_act()?;
     let text =
         std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body: not UTF-8 text"))?;
@@ -247,9 +279,9 @@ pub async fn import(
     let result = frappe_import::import(&c.store, &c.policy, docs, dry_run, atomic).await;
     ended(actor, "webhook-import", &target, &result);
     let report = result?;
-    Ok(json!({
-        "outcomes": report.outcomes,
-        "held_back": report.held_back,
-        "refused": report.refused(),
-    }))
+    Ok(ImportReport {
+        refused: report.refused(),
+        outcomes: report.outcomes,
+        held_back: report.held_back,
+    })
 }

@@ -278,6 +278,17 @@ impl FromRequestParts<std::sync::Arc<crate::Console>> for ApiActor {
         if tokens.is_open() {
             return Ok(ApiActor(Actor::LOOPBACK));
         }
+        if !parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            // No token is no guess: it is neither counted nor held back by
+            // a lockout, so a client without one always learns what to send.
+            return Err(ApiError(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is needed (Authorization: Bearer <token>)".into(),
+            ));
+        }
         let peer = parts.extensions.get::<Peer>().map(|p| p.0.ip());
         if let Some(wait) = peer.and_then(|p| tokens.guesses.refused(p)) {
             return Err(ApiError(

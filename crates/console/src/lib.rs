@@ -19,7 +19,8 @@
 //!   [`hookfleet_admin::views`]); a read-only viewer sees less (`redact`).
 //!
 //! # Layout
-//! - `api`: the `/api/v1` routes (one table, held against `openapi.json`).
+//! - `api`: the `/api/v1` routes (one table, held against the OpenAPI
+//!   document `openapi` derives from the handlers).
 //! - `act`: the console's side of every action, for the API and the pages'
 //!   buttons alike: the role check and the audit line around
 //!   `hookfleet_admin`'s action, and the API's answer.
@@ -33,8 +34,10 @@
 //!   limits, and the listener.
 
 mod act;
+mod answers;
 mod api;
 mod auth;
+mod openapi;
 mod pages;
 mod read;
 mod redact;
@@ -52,9 +55,10 @@ use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::runtime::http::{Exposure, ServeError, ServeLimits};
 use hookfleet_core::store::Store;
 
-pub use api::{api_routes, OPENAPI};
+pub use api::api_routes;
 pub use auth::SESSION_LIFE;
 pub use hookfleet_core::runtime::http::MIN_TOKEN_LEN;
+pub use openapi::document as openapi_document;
 
 /// Connections served at once: people and scripts, not a fleet.
 pub const MAX_CONNECTIONS: usize = 128;
@@ -238,6 +242,13 @@ async fn timed(request: axum::extract::Request, next: axum::middleware::Next) ->
             format!("the body is over {MAX_BODY_BYTES} bytes"),
         )
         .into_response();
+    }
+    // An API refusal for want of a token names the scheme (RFC 6750).
+    if response.status() == StatusCode::UNAUTHORIZED && path.starts_with("/api/") {
+        response.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer realm=\"hookfleet\""),
+        );
     }
     // Every answer, page or JSON: nothing is sniffed, framed, or loaded from
     // elsewhere (the pages use only the console's own stylesheet and script).

@@ -642,8 +642,7 @@ impl PageAction {
                 let v = act::resume(c, actor, on).await?;
                 Ok(format!(
                     "Resumed {on}: {} due deliveries, {} enqueued now.",
-                    v["due"].as_u64().unwrap_or(0),
-                    v["enqueued"].as_u64().unwrap_or(0)
+                    v.due, v.enqueued
                 ))
             }
             PageAction::Retry => {
@@ -651,8 +650,7 @@ impl PageAction {
                 let v = act::retry(c, actor, parse_id(on)?, force).await?;
                 Ok(format!(
                     "Replayed: {} → Failed, due now ({}).",
-                    v["previous_status"].as_str().unwrap_or("?"),
-                    v["note"].as_str().unwrap_or("")
+                    v.previous_status, v.note
                 ))
             }
             PageAction::DeadRequeue => {

@@ -76,19 +76,30 @@ pub fn page_limit(given: Option<i64>) -> Result<i64, ApiError> {
 }
 
 /// The delivery list's filters, as query parameters.
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default, Clone, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// The webhook's name (rows of a deleted webhook of that name too).
     pub webhook: Option<String>,
+    /// Queued, Delivered, Failed or Exhausted.
+    #[param(pattern = "^(Queued|Delivered|Failed|Exhausted)?$")]
     pub status: Option<String>,
+    /// The document's name, exactly (e.g. SO-0001).
     pub document: Option<String>,
+    /// The event, e.g. on_submit.
     pub event: Option<String>,
     /// The event id (the `webhook-id` header a receiver saw).
     pub event_id: Option<String>,
+    /// Recorded at or after: RFC 3339, or a duration ago (`2h`, `1h30m`).
     pub since: Option<String>,
+    /// Recorded before: RFC 3339, or a duration ago.
     pub until: Option<String>,
-    /// The next page: rows older than this id.
+    /// The next page: rows older than this id (the previous page's
+    /// `next_before`).
     pub before: Option<i64>,
+    /// Rows per page (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
 }
 

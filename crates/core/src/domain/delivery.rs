@@ -20,7 +20,17 @@ use crate::store::schema::{sql_types, webhook_delivery_attempts, webhook_request
 /// every row (a CHECK constraint). Stored as the Postgres enum
 /// `delivery_status`, so no row can hold anything else.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, AsExpression, FromSqlRow,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    AsExpression,
+    FromSqlRow,
+    utoipa::ToSchema,
 )]
 #[diesel(sql_type = sql_types::DeliveryStatus)]
 pub enum DeliveryStatus {
@@ -172,14 +182,21 @@ pub fn process_identity(role: &str) -> String {
 }
 
 /// One attempt of a delivery.
-#[derive(Debug, Clone, Queryable, Selectable, Serialize)]
+#[derive(Debug, Clone, Queryable, Selectable, Serialize, utoipa::ToSchema)]
 #[diesel(table_name = webhook_delivery_attempts, check_for_backend(diesel::pg::Pg))]
 pub struct DeliveryAttempt {
+    /// The delivery (its `id`) this attempt belongs to.
     pub log_id: i64,
+    /// 1 for the first attempt.
     pub attempt: i32,
     pub started_at: DateTime<Utc>,
     pub duration_ms: i32,
+    /// The receiver's status; null when it did not answer.
+    #[schema(required)]
     pub response_code: Option<i32>,
+    /// Why the attempt failed (a timeout, a refused connection, the status).
+    #[schema(required)]
     pub error: Option<String>,
+    /// The worker that made it.
     pub worker: String,
 }

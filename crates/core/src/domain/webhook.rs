@@ -91,14 +91,14 @@ impl FromStr for Structure {
 }
 
 /// One selected document field and the key it is sent under.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FieldMapping {
     pub field: String,
     pub key: String,
 }
 
 /// A header sent with every request of a webhook.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Header {
     pub key: String,
     pub value: String,

@@ -18,7 +18,7 @@ use crate::queue::link::{Conn, Redis};
 pub const DEAD_LETTER_LIMIT: isize = 10_000;
 
 /// One dead letter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeadLetter {
     pub id: String,
     /// The job exactly as it was on the queue.

@@ -65,12 +65,13 @@ pub struct Reaped {
 pub(crate) const MAX_LISTED_WORKERS: usize = 1_000;
 
 /// A registered worker as the console and the API show it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct WorkerInfo {
     pub id: String,
     pub queues: Vec<String>,
     /// False once its heartbeat expired (it died; a reaper returns its jobs).
     pub alive: bool,
+    #[schema(required)]
     pub heartbeat_at: Option<chrono::DateTime<Utc>>,
     /// Jobs held in its processing list, per queue.
     pub holding: std::collections::BTreeMap<String, i64>,

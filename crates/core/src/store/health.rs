@@ -245,19 +245,24 @@ pub fn record(
 }
 
 /// A webhook's health, as `webhook list|show --json` carry it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Health {
     /// Failed attempts since the last success.
     pub consecutive_failures: i32,
+    #[schema(required)]
     pub last_success_at: Option<DateTime<Utc>>,
     /// What went wrong the last time an attempt failed.
+    #[schema(required)]
     pub last_error: Option<String>,
     pub attempts_24h: i64,
     /// Successes ÷ attempts over the last 24 hours; None without attempts.
+    #[schema(required)]
     pub success_rate_24h: Option<f64>,
     /// Median and 95th percentile of the attempts' durations over the last
     /// 24 hours (read from latency buckets, within about 15%).
+    #[schema(required)]
     pub p50_ms: Option<i64>,
+    #[schema(required)]
     pub p95_ms: Option<i64>,
 }
 

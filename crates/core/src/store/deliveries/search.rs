@@ -289,7 +289,7 @@ pub fn counts(conn: &mut PgConnection, limits: CountLimits) -> Result<Counts, St
 }
 
 /// Attempts that started in one minute, by outcome.
-#[derive(Debug, Clone, QueryableByName, Serialize)]
+#[derive(Debug, Clone, QueryableByName, Serialize, utoipa::ToSchema)]
 pub struct MinuteCount {
     #[diesel(sql_type = Timestamptz)]
     pub minute: DateTime<Utc>,
