@@ -58,12 +58,12 @@ async fn a_worker_counts_its_deliveries_by_webhook_and_outcome() {
     receiver.wait_for(2, PATIENCE).await;
     let text = blocking_until_metric(
         &base,
-        r#"hookfleet_deliveries_total{webhook="orders",outcome="delivered"}"#,
+        r#"hookfleet_delivery_attempts_total{webhook="orders",outcome="delivered"}"#,
     );
     assert_eq!(
         sample(
             &text,
-            r#"hookfleet_deliveries_total{webhook="orders",outcome="delivered"}"#
+            r#"hookfleet_delivery_attempts_total{webhook="orders",outcome="delivered"}"#
         ),
         Some(1.0),
         "{text}"
@@ -71,7 +71,7 @@ async fn a_worker_counts_its_deliveries_by_webhook_and_outcome() {
     assert_eq!(
         sample(
             &text,
-            r#"hookfleet_deliveries_total{webhook="orders",outcome="failed"}"#
+            r#"hookfleet_delivery_attempts_total{webhook="orders",outcome="failed"}"#
         ),
         Some(1.0),
         "{text}"
@@ -268,7 +268,7 @@ fn the_grafana_dashboard_queries_only_metrics_the_processes_export() {
     }
     // And what the issue asks the dashboard to show is there.
     for wanted in [
-        "hookfleet_deliveries_total",
+        "hookfleet_delivery_attempts_total",
         "hookfleet_delivery_duration_seconds_bucket",
         "hookfleet_in_flight",
         "hookfleet_queue_depth",
@@ -430,7 +430,7 @@ async fn failed_attempts_are_logged_with_their_reason_but_a_dead_receiver_cannot
 
 /// Parses a scrape with the reference Python client's parsers (the classic
 /// text parser for `classic`, the OpenMetrics one otherwise) and returns
-/// every `hookfleet_deliveries_total` sample as (labels, value), or the
+/// every `hookfleet_delivery_attempts_total` sample as (labels, value), or the
 /// parser's refusal.
 fn parsed_deliveries(text: &str, classic: bool) -> Result<Vec<(serde_json::Value, f64)>, String> {
     let python = std::env::var("HOOKFLEET_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -444,7 +444,7 @@ else:
 out = []
 for family in text_string_to_metric_families(text):
     for s in family.samples:
-        if s.name == "hookfleet_deliveries_total":
+        if s.name == "hookfleet_delivery_attempts_total":
             out.append([s.labels, s.value])
 print(json.dumps(out))
 "#;
@@ -615,7 +615,7 @@ async fn every_process_scrape_passes_promtool_and_says_what_runs_it() {
     // (counters, histograms) are in what promtool reads.
     let worker_text = blocking_until_metric(
         &worker_base,
-        r#"hookfleet_deliveries_total{webhook="orders",outcome="failed"}"#,
+        r#"hookfleet_delivery_attempts_total{webhook="orders",outcome="failed"}"#,
     );
     let scrapes = [
         ("worker", worker_text),

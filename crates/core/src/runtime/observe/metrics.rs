@@ -90,6 +90,7 @@ pub struct Metrics {
 /// The names the processes export, as Prometheus sees them (counters with
 /// `_total`); the Grafana dashboard is checked against this list.
 pub const METRIC_NAMES: &[&str] = &[
+    "hookfleet_delivery_attempts_total",
     "hookfleet_deliveries_total",
     "hookfleet_delivery_duration_seconds",
     "hookfleet_in_flight",
@@ -106,6 +107,10 @@ pub const METRIC_NAMES: &[&str] = &[
     "hookfleet_pruned_total",
     "hookfleet_build_info",
 ];
+
+/// `hookfleet_delivery_attempts_total`'s deprecated alias (the registered
+/// name, without `_total`): the same counter, exported one more release.
+pub const DEPRECATED_DELIVERIES: &str = "hookfleet_deliveries";
 
 /// What a process does, and so which metrics it exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,8 +204,16 @@ impl Metrics {
         match role {
             Role::Worker => {
                 self.register(
-                    "hookfleet_deliveries",
+                    "hookfleet_delivery_attempts",
                     "Attempts recorded, by webhook and outcome (delivered, failed, exhausted)",
+                    self.deliveries.clone(),
+                );
+                // The same counter under its first name, which said
+                // deliveries where it counts attempts: kept one release
+                // for dashboards and alerts still reading it.
+                self.register(
+                    DEPRECATED_DELIVERIES,
+                    "Deprecated: the same as hookfleet_delivery_attempts_total (removed in the next release)",
                     self.deliveries.clone(),
                 );
                 self.register(
@@ -501,7 +514,9 @@ mod tests {
         m.delivery("another", "failed");
         let text = m.encode();
         assert!(
-            text.contains(r#"hookfleet_deliveries_total{webhook="other",outcome="failed"} 2"#),
+            text.contains(
+                r#"hookfleet_delivery_attempts_total{webhook="other",outcome="failed"} 2"#
+            ),
             "{text}"
         );
     }
@@ -557,11 +572,11 @@ mod tests {
         m.delivery("w", "delivered");
         let classic = m.encode_classic();
         assert!(
-            classic.contains("# TYPE hookfleet_deliveries_total counter"),
+            classic.contains("# TYPE hookfleet_delivery_attempts_total counter"),
             "{classic}"
         );
         assert!(
-            classic.contains("# HELP hookfleet_deliveries_total Attempts"),
+            classic.contains("# HELP hookfleet_delivery_attempts_total Attempts"),
             "{classic}"
         );
         assert!(
@@ -570,8 +585,32 @@ mod tests {
         );
         assert!(!classic.contains("# EOF"), "{classic}");
         assert!(
-            classic.contains(r#"hookfleet_deliveries_total{webhook="w",outcome="delivered"} 1"#),
+            classic.contains(
+                r#"hookfleet_delivery_attempts_total{webhook="w",outcome="delivered"} 1"#
+            ),
             "{classic}"
+        );
+    }
+
+    /// The old name counts the same attempts, marked deprecated, until it
+    /// is removed.
+    #[test]
+    fn the_deprecated_name_counts_the_same_attempts() {
+        let m = Metrics::new();
+        m.export(Role::Worker);
+        m.delivery("w", "failed");
+        m.delivery("w", "failed");
+        let text = m.encode();
+        for name in [
+            "hookfleet_delivery_attempts_total",
+            "hookfleet_deliveries_total",
+        ] {
+            let line = format!(r#"{name}{{webhook="w",outcome="failed"}} 2"#);
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
+        assert!(
+            text.contains("# HELP hookfleet_deliveries Deprecated: the same as hookfleet_delivery_attempts_total"),
+            "{text}"
         );
     }
 }
