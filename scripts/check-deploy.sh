@@ -5,14 +5,34 @@
 #               rendered by scripts/kustomize_lite.py (and compared with
 #               `kubectl kustomize` where kubectl is installed), then validated
 #               against the Kubernetes schema (kubernetes-validate --strict,
-#               in a venv of its own), then checked for what a schema cannot
-#               see (probes, securityContext, deadlines, selectors, names).
+#               in a venv of its own; the Prometheus Operator's custom
+#               resources, which it has no schema for, are checked by this
+#               script instead, see below), then checked for what a schema
+#               cannot see (probes, securityContext, deadlines, selectors,
+#               names).
 #   systemd     `systemd-analyze verify` on the units (where systemd-analyze
 #               exists) and `systemd-analyze security` exposure at most 4.0
 #               for every service, plus the settings the units must keep.
 #   Prometheus  `promtool check rules` on deploy/prometheus/hookfleet-alerts.yml
 #               and `promtool test rules` on its unit tests (promtool from
 #               Debian's prometheus package, installed when missing).
+#   Prometheus  optional/prometheus-operator: the PodMonitor and the
+#   Operator    PrometheusRule are monitoring.coreos.com/v1 with a name; the
+#               PodMonitor selects every pod that serves /metrics (the
+#               base's worker and ingest, the optional sweeper loop) and no
+#               other long-running pod, on a port those pods name, path
+#               /metrics; the PrometheusRule's spec.groups are exactly the
+#               groups of hookfleet-alerts.yml (the source of truth), and
+#               pass `promtool check rules` too.
+#   checkov     on the rendered base, the base with every optional component
+#               (framework kubernetes) and deploy/Containerfile (dockerfile),
+#               checkov pinned in a venv of its own: any failed check fails
+#               this script. A check is either fixed in the manifests or
+#               skipped with its reason: CHECKOV_SKIP below for the whole
+#               base, a checkov.io/skipN annotation on a resource, a
+#               `checkov:skip=` comment in the Containerfile; every skipped
+#               id must be explained in deploy/kubernetes/kustomization.yaml.
+#               The counts (passed, failed, skipped) are printed.
 #   Container   deploy/Containerfile's COPY sources exist and are not ignored,
 #               every crate manifest is in the dependency layer, the base
 #               images are pinned, the user is not root.
@@ -73,16 +93,53 @@ done
 [ -n "$kubectl_kustomize" ] || say "kubectl (kustomize v5) not installed: rendered by kustomize_lite only"
 
 # ---- Kubernetes: schema ----------------------------------------------------
+# The Prometheus Operator's PodMonitor and PrometheusRule
+# (optional/prometheus-operator) are custom resources: kubernetes-validate
+# knows the built-in API only, and --strict fails a kind it has no schema
+# for (and fetching the operator's CRD schemas would tie this check to the
+# network and to one operator version). So they are left out of this step,
+# from the rendered base + optional/* and from the optional files alike, and
+# the section "Prometheus Operator" below checks what matters of them
+# itself: apiVersion, kind, name, what the PodMonitor selects and scrapes,
+# and the rules (the same as hookfleet-alerts.yml, and valid for promtool).
+CRD_KINDS="PodMonitor PrometheusRule"
 optional_files=()
 while IFS= read -r f; do optional_files+=("$f"); done < <(
   find "$k8s/optional" -name '*.yaml' ! -name kustomization.yaml | sort)
+# Each file as it is, or a copy without those kinds (none, if that is all it
+# holds); the count of documents left out goes to crds.count.
+mkdir -p "$tmp/kv"
+kv_files=()
+while IFS= read -r f; do kv_files+=("$f"); done < <(
+  "$py" - "$tmp/kv" "$CRD_KINDS" "$tmp/base.yaml" "$tmp/all.yaml" "${optional_files[@]}" <<'PY'
+import os, sys
+import yaml
+out, kinds, files = sys.argv[1], set(sys.argv[2].split()), sys.argv[3:]
+left_out = 0
+for i, path in enumerate(files):
+    docs = [d for d in yaml.safe_load_all(open(path, encoding="utf-8")) if d]
+    keep = [d for d in docs if d.get("kind") not in kinds]
+    left_out += len(docs) - len(keep)
+    if len(keep) == len(docs):
+        print(path)
+    elif keep:
+        copy = os.path.join(out, f"{i}-{os.path.basename(path)}")
+        with open(copy, "w", encoding="utf-8") as f:
+            yaml.safe_dump_all(keep, f, sort_keys=False)
+        print(copy)
+with open(os.path.join(out, "crds.count"), "w") as f:
+    f.write(f"{left_out}\n")
+PY
+)
+[ "${#kv_files[@]}" -ge 2 ] || fail "no rendered manifests left to validate"
 if ! "$venv/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" \
-     "$tmp/base.yaml" "$tmp/all.yaml" "${optional_files[@]}" > "$tmp/kv.out" 2>&1 ||
+     "${kv_files[@]}" > "$tmp/kv.out" 2>&1 ||
    grep -q -E 'ERROR|WARN' "$tmp/kv.out"; then
   cat "$tmp/kv.out" >&2
   fail "kubernetes-validate --strict (Kubernetes $K8S_VERSION)"
 fi
-say "kubernetes-validate --strict -k $K8S_VERSION: base, base + optional/*, ${#optional_files[@]} optional files: valid"
+say "kubernetes-validate --strict -k $K8S_VERSION: base, base + optional/*, ${#optional_files[@]} optional files: valid" \
+    "($(cat "$tmp/kv/crds.count") ${CRD_KINDS// //} documents left to the checks below)"
 
 # ---- systemd ---------------------------------------------------------------
 if command -v systemd-analyze >/dev/null 2>&1; then
@@ -136,6 +193,236 @@ promtool check rules "$rules/hookfleet-alerts.yml" > "$tmp/rules.out" 2>&1 ||
 (cd "$rules" && promtool test rules hookfleet-alerts.test.yml) > "$tmp/rules-test.out" 2>&1 ||
   { cat "$tmp/rules-test.out" >&2; fail "promtool test rules"; }
 say "promtool: $(grep -o '[0-9]* rules found' "$tmp/rules.out"), their unit tests pass"
+
+# ---- Prometheus Operator -----------------------------------------------------
+# The custom resources kubernetes-validate leaves out (see "Kubernetes:
+# schema"), checked against the rendered manifests; the PrometheusRule's
+# groups are written out for promtool.
+"$py" - "$tmp/base.yaml" "$tmp/all.yaml" "$rules/hookfleet-alerts.yml" \
+    "$tmp/prometheusrule-groups.yml" "$CRD_KINDS" <<'PY'
+import sys
+import yaml
+
+base_path, all_path, alerts_path, groups_out, kinds = sys.argv[1:6]
+kinds = kinds.split()
+problems = []
+def bad(msg): problems.append(msg)
+
+def load(path):
+    return [d for d in yaml.safe_load_all(open(path, encoding="utf-8")) if d]
+
+def matches(selector, labels):
+    if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return False        # an empty selector would take every pod of the namespace
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        op, have = e["operator"], labels.get(e["key"])
+        if op == "In" and have not in e["values"]: return False
+        if op == "NotIn" and have in e["values"]: return False
+        if op == "Exists" and have is None: return False
+        if op == "DoesNotExist" and have is not None: return False
+    return True
+
+# Pods that run until stopped: a Job's or CronJob's pod serves no metrics
+# (the sweeper's --once tick), and declares no port the operator could use.
+def long_running(docs):
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
+            t = d["spec"]["template"]
+            yield f"{d['kind']}/{d['metadata']['name']}", t.get("metadata", {}).get("labels") or {}, t
+
+def port_names(template):
+    return {p.get("name") for c in template.get("spec", {}).get("containers", [])
+            for p in c.get("ports", []) if p.get("name")}
+
+def serves_metrics(template):
+    ann = template.get("metadata", {}).get("annotations") or {}
+    return ann.get("prometheus.io/scrape") == "true" or "metrics" in port_names(template)
+
+base, full = load(base_path), load(all_path)
+crds = [d for d in full if d["kind"] in kinds]
+for d in crds:
+    where = f"{d['kind']}/{(d.get('metadata') or {}).get('name')}"
+    if d.get("apiVersion") != "monitoring.coreos.com/v1":
+        bad(f"{where}: apiVersion {d.get('apiVersion')}, expected monitoring.coreos.com/v1")
+    if not (d.get("metadata") or {}).get("name"):
+        bad(f"{d['kind']}: no metadata.name")
+    if not isinstance(d.get("spec"), dict):
+        bad(f"{where}: no spec")
+for d in base:
+    if d["kind"] in kinds:
+        bad(f"base: {d['kind']}/{d['metadata']['name']}: the operator's CRDs may not be installed; keep it in optional/")
+for kind in kinds:
+    if sum(d["kind"] == kind for d in crds) != 1:
+        bad(f"base + optional/*: {sum(d['kind'] == kind for d in crds)} {kind}s rendered, expected one "
+            "(optional/prometheus-operator)")
+if problems:
+    for p in problems:
+        print(f"[check-deploy] FAIL: {p}", file=sys.stderr)
+    sys.exit(1)
+
+# PodMonitor: it selects every pod that serves /metrics, and those only.
+pm = next(d for d in crds if d["kind"] == "PodMonitor")
+spec = pm["spec"]
+where = f"PodMonitor/{pm['metadata']['name']}"
+selector = spec.get("selector") or {}
+endpoints = spec.get("podMetricsEndpoints") or []
+if not endpoints:
+    bad(f"{where}: no podMetricsEndpoints")
+for e in endpoints:
+    if not e.get("port"):
+        bad(f"{where}: an endpoint without a port name ({e})")
+    if e.get("path") != "/metrics":
+        bad(f"{where}: endpoint {e.get('port')}: path {e.get('path')!r}, expected /metrics")
+if spec.get("namespaceSelector"):
+    bad(f"{where}: a namespaceSelector in the component (it scrapes its own namespace; an overlay may add one)")
+selected = {}
+for label, docs in (("base", base), ("base + optional", full)):
+    for name, labels, t in long_running(docs):
+        hit = matches(selector, labels)
+        if hit:
+            selected.setdefault(name, label)
+            missing = {e.get("port") for e in endpoints} - port_names(t)
+            if missing:
+                bad(f"{where} selects {label} {name}, which names no container port {sorted(missing)}")
+            if spec.get("jobLabel") and spec["jobLabel"] not in labels:
+                bad(f"{where}: jobLabel {spec['jobLabel']} is no label of {label} {name}'s pods")
+        elif serves_metrics(t):
+            bad(f"{where} does not select {label} {name}, which serves /metrics")
+if not any(v == "base" for v in selected.values()):
+    bad(f"{where}: its selector matches no pod of the rendered base")
+
+# PrometheusRule: the groups of hookfleet-alerts.yml, exactly.
+pr = next(d for d in crds if d["kind"] == "PrometheusRule")
+where = f"PrometheusRule/{pr['metadata']['name']}"
+ours = pr["spec"].get("groups")
+source = yaml.safe_load(open(alerts_path, encoding="utf-8")).get("groups")
+if ours != source:
+    names = lambda gs: [(g.get("name"), [r.get("alert") or r.get("record") for r in g.get("rules", [])])
+                        for g in gs or []]
+    detail = []
+    for (gn, rs), (sn, ss) in zip(names(ours), names(source)):
+        if (gn, rs) != (sn, ss):
+            detail.append(f"group {gn!r} {rs} vs {sn!r} {ss}")
+    if len(names(ours)) != len(names(source)):
+        detail.append(f"{len(names(ours))} groups vs {len(names(source))}")
+    if not detail:
+        src = {g["name"]: g for g in source}
+        for g in ours:
+            for r in g.get("rules", []):
+                s = next((x for x in src.get(g["name"], {}).get("rules", [])
+                          if (x.get("alert"), x.get("record")) == (r.get("alert"), r.get("record"))), None)
+                if r != s:
+                    detail.append(f"rule {r.get('alert') or r.get('record')} in group {g['name']} differs")
+    bad(f"{where}: spec.groups drifted from deploy/prometheus/hookfleet-alerts.yml, "
+        f"the source of truth ({'; '.join(detail) or 'they differ'}). Copy the groups again "
+        "(the commands are at the top of deploy/kubernetes/optional/prometheus-operator/prometheusrule.yaml)")
+
+for p in problems:
+    print(f"[check-deploy] FAIL: {p}", file=sys.stderr)
+if problems:
+    sys.exit(1)
+with open(groups_out, "w", encoding="utf-8") as f:
+    yaml.safe_dump({"groups": ours}, f, sort_keys=False)
+print(f"[check-deploy] PodMonitor/{pm['metadata']['name']} selects {', '.join(f'{n} ({l})' for n, l in selected.items())} "
+      f"on port {', '.join(e['port'] for e in endpoints)} /metrics; {where}: "
+      f"the {len(ours)} groups of hookfleet-alerts.yml")
+PY
+promtool check rules "$tmp/prometheusrule-groups.yml" > "$tmp/prometheusrule.out" 2>&1 ||
+  { cat "$tmp/prometheusrule.out" >&2; fail "promtool check rules on the PrometheusRule's groups"; }
+say "promtool: the PrometheusRule's groups: $(grep -o '[0-9]* rules found' "$tmp/prometheusrule.out")"
+
+# ---- checkov -----------------------------------------------------------------
+# Pinned, in a venv of its own (its dependencies would move the deploy
+# venv's pins).
+CHECKOV_VERSION=3.3.30
+cvenv="$HOME/.cache/hookfleet/checkov-venv"
+if [ "$("$cvenv/bin/python" -c 'import importlib.metadata as m; print(m.version("checkov"))' 2>/dev/null)" \
+     != "$CHECKOV_VERSION" ]; then
+  say "creating $cvenv (checkov $CHECKOV_VERSION)"
+  python3 -m venv "$cvenv"
+  "$cvenv/bin/pip" install -q "checkov==$CHECKOV_VERSION"
+fi
+# Checks skipped for the whole base, each for the reason above it (as
+# deploy/kubernetes/kustomization.yaml explains them too). Checks skipped for
+# one resource are annotations on it (checkov.io/skipN: ID=reason); the
+# Containerfile's are `checkov:skip=ID:reason` comments in it.
+CHECKOV_SKIP=(
+  # The default namespace should not be used: the base is namespace-less on
+  # purpose (the overlay sets `namespace:`; the checks below fail a
+  # namespace in the base).
+  CKV_K8S_21
+  # Image should use digest: the image is built from this repository and
+  # pushed where each operator keeps it; its digest exists only then, and
+  # the overlay's `images:` pins it (digest: sha256:...).
+  CKV_K8S_43
+  # Image Pull Policy should be Always: a release's tag (or the overlay's
+  # digest) names one image, so IfNotPresent runs the same one; Always would
+  # make every pod start, a crashed worker's restart included, depend on the
+  # registry, and breaks images loaded into the nodes (kind load, minikube
+  # image load). A cluster that wants each pull to check credentials turns on
+  # the AlwaysPullImages admission plugin.
+  CKV_K8S_15
+)
+mkdir -p "$tmp/checkov"
+cp "$tmp/base.yaml" "$tmp/all.yaml" "$tmp/checkov/"
+# checkov knows a Dockerfile by its name only.
+cp "$root/deploy/Containerfile" "$tmp/checkov/Containerfile.Dockerfile"
+# No network: no platform mappings (--skip-download), no update check.
+(cd "$tmp/checkov" &&
+ CKV_SKIP_PACKAGE_UPDATE_CHECK=true BC_SKIP_MAPPING=TRUE "$cvenv/bin/checkov" --skip-download \
+   --framework kubernetes dockerfile -f base.yaml -f all.yaml -f Containerfile.Dockerfile \
+   --skip-check "$(IFS=,; echo "${CHECKOV_SKIP[*]}")" -o json > out.json 2> err) || true
+"$py" - "$tmp/checkov/out.json" "$k8s/kustomization.yaml" "${CHECKOV_SKIP[@]}" <<'PY' ||
+import json, re, sys
+
+out_path, kust_path, skip_list = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    reports = json.load(open(out_path, encoding="utf-8"))
+except ValueError as e:
+    sys.exit(f"[check-deploy] FAIL: checkov gave no JSON report ({e})")
+reports = reports if isinstance(reports, list) else [reports]
+by = {r.get("check_type"): r for r in reports}
+problems, skipped_ids, lines = [], set(skip_list), []
+# The files as scanned, as a person knows them.
+names = {"base.yaml": "rendered base", "all.yaml": "rendered base + optional/*",
+         "Containerfile.Dockerfile": "deploy/Containerfile"}
+for kind, what in (("kubernetes", "base, base + optional/*"), ("dockerfile", "deploy/Containerfile")):
+    r = by.get(kind)
+    if not r:
+        problems.append(f"checkov: no {kind} report ({what} not scanned)")
+        continue
+    s, res = r["summary"], r["results"]
+    if s.get("parsing_errors"):
+        problems.append(f"checkov {kind}: {s['parsing_errors']} files it could not parse")
+    for c in res.get("failed_checks", []):
+        lines_ = "-".join(str(n) for n in c.get("file_line_range") or [])
+        f = c["file_path"].lstrip("/")
+        problems.append(f"checkov {kind}: {c['check_id']} {c['check_name']}: "
+                        f"{c['resource'].replace('Containerfile.Dockerfile', 'deploy/Containerfile')} "
+                        f"({names.get(f, f)}, lines {lines_}): fix it, or skip it with its reason")
+    for c in res.get("skipped_checks", []):
+        reason = (c.get("check_result") or {}).get("suppress_comment") or ""
+        if not reason.strip() or reason.strip() == "No comment provided":
+            problems.append(f"checkov {kind}: {c['check_id']} skipped without a reason for {c['resource']}")
+        skipped_ids.add(c["check_id"])
+    lines.append(f"{kind} ({what}): {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped")
+kust = open(kust_path, encoding="utf-8").read()
+comments = "\n".join(l for l in kust.splitlines() if l.lstrip().startswith("#"))
+for cid in sorted(skipped_ids):
+    if not re.search(rf"\b{cid}\b", comments):
+        problems.append(f"checkov: {cid} is skipped but not explained in deploy/kubernetes/kustomization.yaml's comments")
+for l in lines:
+    print(f"[check-deploy] checkov: {l}")
+for p in problems:
+    print(f"[check-deploy] FAIL: {p}", file=sys.stderr)
+if problems:
+    sys.exit(1)
+print(f"[check-deploy] checkov: not run, for the whole base (CHECKOV_SKIP): {', '.join(skip_list)}")
+PY
+  { sed -n '1,20p' "$tmp/checkov/err" >&2; fail "checkov $CHECKOV_VERSION"; }
 
 # ---- What a schema cannot see ----------------------------------------------
 "$py" - "$root" "$tmp/base.yaml" "$tmp/all.yaml" <<'PY'
