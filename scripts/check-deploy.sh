@@ -54,6 +54,8 @@ if ! "$venv/bin/python" -c 'import yaml, kubernetes_validate' 2>/dev/null; then
   "$venv/bin/pip" install -q 'kubernetes-validate==1.37.0' 'PyYAML>=6,<7'
 fi
 py="$venv/bin/python"
+# The checks' shared Python (label selectors) is importable by name.
+export PYTHONPATH="$here/scripts${PYTHONPATH:+:$PYTHONPATH}"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -203,6 +205,8 @@ say "promtool: $(grep -o '[0-9]* rules found' "$tmp/rules.out"), their unit test
 import sys
 import yaml
 
+import k8s_selectors
+
 base_path, all_path, alerts_path, groups_out, kinds = sys.argv[1:6]
 kinds = kinds.split()
 problems = []
@@ -214,16 +218,7 @@ def load(path):
 def matches(selector, labels):
     if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
         return False        # an empty selector would take every pod of the namespace
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        op, have = e["operator"], labels.get(e["key"])
-        if op == "In" and have not in e["values"]: return False
-        if op == "NotIn" and have in e["values"]: return False
-        if op == "Exists" and have is None: return False
-        if op == "DoesNotExist" and have is not None: return False
-    return True
+    return k8s_selectors.matches(selector, labels)
 
 # Pods that run until stopped: a Job's or CronJob's pod serves no metrics
 # (the sweeper's --once tick), and declares no port the operator could use.
@@ -486,17 +481,7 @@ def pod_templates(res):
         return [spec.get("jobTemplate", {}).get("spec", {}).get("template", {})]
     return []
 
-def matches(selector, labels):
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        op, have = e["operator"], labels.get(e["key"])
-        if op == "In" and have not in e["values"]: return False
-        if op == "NotIn" and have in e["values"]: return False
-        if op == "Exists" and have is None: return False
-        if op == "DoesNotExist" and have is not None: return False
-    return True
+from k8s_selectors import matches
 
 def check_k8s(path, label):
     docs = [d for d in yaml.safe_load_all(open(path)) if d]
