@@ -51,10 +51,36 @@ NON_FLAG_ENV = [
         "(e.g. `info`, `warn,hookfleet_worker=debug`); default `info`. "
         "The format is `--log-format`.",
     ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "the full OTLP/HTTP URL traces go to (nothing is added to it); turns "
+        "tracing on like `--otlp-endpoint`, which it overrides.",
+    ),
+    (
+        "OTEL_SERVICE_NAME",
+        "the service name on exported spans (default: hookfleet-worker, "
+        "hookfleet-producer, or hookfleet-ingest for `serve`).",
+    ),
+    (
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "spans waiting for export, beyond which they are dropped (default "
+        "16384).",
+    ),
+    (
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "milliseconds between exports of the span queue (default 1000).",
+    ),
 ]
 
 # Variables read by the libraries hookfleet links, not by its own code.
 LIBRARY_ENV = [
+    (
+        "OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_RESOURCE_ATTRIBUTES, …",
+        "the OpenTelemetry SDK's and OTLP exporter's own settings, with "
+        "tracing on (e.g. `OTEL_TRACES_SAMPLER=parentbased_traceidratio` "
+        "and `OTEL_TRACES_SAMPLER_ARG=0.01` trace one event in a hundred); "
+        "read by opentelemetry-otlp and opentelemetry_sdk.",
+    ),
     (
         "TOKIO_WORKER_THREADS",
         "threads of the async runtime of hookfleet-worker, hookfleet-sweeper "

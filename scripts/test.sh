@@ -48,6 +48,8 @@ export HOOKFLEET_TEST_RUN="$run"
 export HOOKFLEET_TEST_ADMIN_URL="$HOOKFLEET_PG_ADMIN"
 export HOOKFLEET_TEST_REDIS_URL="$HOOKFLEET_REDIS"
 unset DATABASE_URL REDIS_URL HOOKFLEET_REDIS_PREFIX HOOKFLEET_RETRY_SCHEDULE HOOKFLEET_QUEUE_GRACE HOOKFLEET_ALLOWED_NETWORKS
+# Tracing is on only where a test turns it on (the unit tests read these too).
+unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_SERVICE_NAME HOOKFLEET_SEND_TRACEPARENT
 
 cleanup() {
   set +e +o pipefail # a failing cleanup step must not stop the others
@@ -59,17 +61,19 @@ trap 'cleanup; stop_redis_cluster; stop_pgbouncer' EXIT
 
 # Signatures are also judged by the official Standard Webhooks library, as
 # receivers use it, scrapes by the reference Prometheus client's parsers,
-# and the management API by a client generated from its OpenAPI document
-# (openapi-python-client) and by schemathesis (a virtual environment of the
-# test run's own; the API tools pinned, as their checks change between
-# releases).
+# exported traces by the official OTLP protobuf definitions
+# (opentelemetry-proto), and the management API by a client generated from
+# its OpenAPI document (openapi-python-client) and by schemathesis (a
+# virtual environment of the test run's own; the API tools pinned, as their
+# checks change between releases).
 venv="$HOME/.cache/hookfleet/test-venv"
 api_tools=(openapi-python-client==0.29.1 schemathesis==4.32.5)
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import standardwebhooks, prometheus_client' 2>/dev/null ||
+if [ ! -x "$venv/bin/python" ] ||
+   ! "$venv/bin/python" -c 'import standardwebhooks, prometheus_client, opentelemetry.proto' 2>/dev/null ||
    ! "$venv/bin/pip" freeze 2>/dev/null | grep -qxF -e "${api_tools[0]}" ||
    ! "$venv/bin/pip" freeze 2>/dev/null | grep -qxF -e "${api_tools[1]}"; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q standardwebhooks prometheus-client "${api_tools[@]}"
+  "$venv/bin/pip" install -q standardwebhooks prometheus-client opentelemetry-proto "${api_tools[@]}"
 fi
 export HOOKFLEET_TEST_PYTHON="$venv/bin/python"
 # ...and by the official library for Node, as a Node receiver uses it.

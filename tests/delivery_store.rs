@@ -445,6 +445,7 @@ async fn a_workflow_transition_given_up_before_its_attempt_is_not_taken_for_it()
         lease_expires_at: Some(chrono::Utc::now()),
         error: None,
         claim_token: 1,
+        traceparent: None,
     };
     let id = env
         .store

@@ -29,6 +29,19 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 /// The networks tests may reach: loopback, where the receivers listen.
 pub const TEST_NETWORKS: &str = "127.0.0.0/8";
 
+/// The variables that turn tracing on or shape it: a machine that exports
+/// its own traces must not make the fleet's tests export theirs.
+pub const TRACE_ENV: [&str; 8] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "HOOKFLEET_SEND_TRACEPARENT",
+];
+
 fn admin_url() -> String {
     std::env::var("HOOKFLEET_TEST_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
@@ -420,7 +433,8 @@ impl TestEnv {
         ]
     }
 
-    /// A command for one of the fleet's binaries, with [`TestEnv::envs`].
+    /// A command for one of the fleet's binaries, with [`TestEnv::envs`]
+    /// and none of the machine's own tracing settings ([`TRACE_ENV`]).
     pub fn command(&self, bin: &str) -> Command {
         let mut cmd = Command::new(bin_path(bin));
         for (k, v) in self.envs() {
@@ -428,6 +442,10 @@ impl TestEnv {
         }
         cmd.env_remove("HOOKFLEET_RETRY_SCHEDULE")
             .env_remove("HOOKFLEET_QUEUE_GRACE");
+        // Tracing is on only where a test turns it on.
+        for var in TRACE_ENV {
+            cmd.env_remove(var);
+        }
         cmd
     }
 

@@ -161,6 +161,10 @@ pub struct DeliveryView<'a> {
     pub error: Option<&'a str>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The W3C trace context the event was emitted in (its trace id is the
+    /// one to look up in a tracing backend), or null.
+    #[schema(required)]
+    pub traceparent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<DeliveryAttempt>>)]
     pub attempt_log: Option<Vec<&'a DeliveryAttempt>>,
@@ -205,6 +209,7 @@ impl<'a> DeliveryView<'a> {
             error: d.error.as_deref(),
             created_at: d.created_at,
             updated_at: d.updated_at,
+            traceparent: d.traceparent.as_deref(),
             attempt_log: None,
         }
     }

@@ -34,6 +34,7 @@ use hookfleet_core::error::{Refusal, RenderError, StoreError};
 use hookfleet_core::queue::{Enqueue, RedisQueue};
 use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::runtime::retry_until_stopped;
+use hookfleet_core::runtime::trace::{self, KeyValue, SpanKind};
 use hookfleet_core::store::deliveries::{self, OutcomeWrite};
 use hookfleet_core::store::{health, Store};
 
@@ -63,6 +64,11 @@ pub struct Event {
     /// idempotent. Generated when absent.
     #[serde(default)]
     pub event_id: Option<String>,
+    /// The W3C trace context the application emitted it in
+    /// (`00-<trace id>-<span id>-<flags>`): its deliveries join that trace
+    /// (`hookfleet_core::runtime::trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl Event {
@@ -73,6 +79,7 @@ impl Event {
             name: name.into(),
             doc,
             event_id: None,
+            traceparent: None,
         }
     }
 
@@ -95,6 +102,11 @@ impl Event {
         }
         if let Some(id) = &self.event_id {
             check_event_id(id).map_err(InvalidEvent::EventId)?;
+        }
+        if let Some(tp) = &self.traceparent {
+            // Stored and sent as version 00 writes it, never as given.
+            let normal = trace::normalize_traceparent(tp).ok_or(InvalidEvent::Traceparent)?;
+            self.traceparent = Some(normal);
         }
         match &self.doc {
             Value::Null => {
@@ -197,6 +209,10 @@ pub enum InvalidEvent {
     EventId(#[from] hookfleet_core::domain::EventIdError),
     #[error("the document is not a JSON object")]
     NotAnObject,
+    #[error(
+        "the traceparent is not a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>, lower case)"
+    )]
+    Traceparent,
     /// One event id for two different events (in one batch, or one already
     /// recorded): the second would otherwise be dropped as a duplicate.
     #[error("{0}")]
@@ -334,10 +350,12 @@ struct Plan {
 }
 
 /// Evaluates conditions and builds requests (CPU work, run on a blocking
-/// thread so a heavy template never stalls the async runtime).
+/// thread so a heavy template never stalls the async runtime). `only`: for
+/// the webhook of that name alone ([`Producer::emit_to`]).
 fn plan(
     events: &[Event],
     catalog: &Catalog,
+    only: Option<&str>,
     policy: &NetworkPolicy,
     renderer: &dyn Renderer,
     queue_grace: Duration,
@@ -352,7 +370,8 @@ fn plan(
     let mut slot: HashMap<(i64, &str, &str), usize> = HashMap::new();
     let mut superseded = 0;
     for (i, e) in events.iter().enumerate() {
-        for sub in catalog.subscribers(&e.entity_type, &e.event) {
+        let subscribers = catalog.subscribers(&e.entity_type, &e.event).iter();
+        for sub in subscribers.filter(|s| only.is_none_or(|name| s.webhook.name == name)) {
             let key = (sub.webhook.id, e.entity_type.as_str(), e.name.as_str());
             match slot.get(&key) {
                 Some(&at) => {
@@ -430,6 +449,7 @@ fn plan(
             lease_expires_at: None,
             error: None,
             claim_token: 0,
+            traceparent: e.traceparent.clone(),
         };
         match built {
             Ok(req) => {
@@ -521,15 +541,21 @@ impl Producer {
     /// Emits a batch (see [`Batch`]) in one transaction.
     pub async fn emit_batch(&self, batch: Batch) -> Result<EmitReport, EmitError> {
         let count = batch.events.len() as u64;
-        let report = self.record_batch(batch).await;
+        let report = self.record_batch(batch, None).await;
         if report.is_ok() {
             hookfleet_core::runtime::observe::metrics().events_emitted(self.source, count);
         }
         report
     }
 
-    async fn record_batch(&self, batch: Batch) -> Result<EmitReport, EmitError> {
-        let events: Vec<Event> = batch
+    /// Records `batch` and enqueues its rows; `only`: for the webhook of
+    /// that name alone.
+    pub(crate) async fn record_batch(
+        &self,
+        batch: Batch,
+        only: Option<&str>,
+    ) -> Result<EmitReport, EmitError> {
+        let mut events: Vec<Event> = batch
             .events
             .into_iter()
             .map(|e| {
@@ -539,13 +565,59 @@ impl Producer {
             })
             .collect::<Result<_, EmitError>>()?;
         refuse_reused_ids(&events)?;
+        // With tracing on, a span per event (under the application's own
+        // context, if it sent one), written on its rows: every attempt of
+        // every delivery is its child. It ends when the emit does, failed
+        // when the emit fails.
+        let mut spans: Vec<trace::Traced> = events
+            .iter_mut()
+            .filter_map(|e| {
+                let span =
+                    trace::start("emit", SpanKind::Producer, e.traceparent.as_deref(), || {
+                        vec![
+                            KeyValue::new("hookfleet.entity_type", e.entity_type.clone()),
+                            KeyValue::new("hookfleet.event", e.event.clone()),
+                            KeyValue::new("hookfleet.document", e.name.clone()),
+                            KeyValue::new(
+                                "hookfleet.event_id",
+                                e.event_id.clone().unwrap_or_default(),
+                            ),
+                        ]
+                    })?;
+                e.traceparent = Some(span.traceparent());
+                Some(span)
+            })
+            .collect();
+        let recorded = self.record_events(events, only).await;
+        if let Err(e) = &recorded {
+            let why = e.to_string();
+            spans.iter_mut().for_each(|s| s.fail(&why));
+        }
+        recorded
+    }
+
+    /// Records checked `events` and enqueues their rows (see
+    /// [`Producer::record_batch`]).
+    async fn record_events(
+        &self,
+        events: Vec<Event>,
+        only: Option<&str>,
+    ) -> Result<EmitReport, EmitError> {
         let catalog = self.catalog.get(&self.store).await?;
+        let only = only.map(str::to_string);
 
         let policy = self.config.policy.clone();
         let queue_grace = self.config.queue_grace;
         let renderer = self.renderer.clone();
         let (events, plan) = tokio::task::spawn_blocking(move || {
-            let p = plan(&events, &catalog, &policy, renderer.as_ref(), queue_grace);
+            let p = plan(
+                &events,
+                &catalog,
+                only.as_deref(),
+                &policy,
+                renderer.as_ref(),
+                queue_grace,
+            );
             (events, p)
         })
         .await
@@ -780,6 +852,7 @@ impl Producer {
                     .as_deref()
                     .filter(|_| hook.rotating(now)),
             },
+            traceparent: row.traceparent.clone(),
         });
         let report = attempt::send(&self.http, &self.config.policy, &claim).await;
         let outcome = attempt::judge(&claim, &report, &self.config.schedule, false);

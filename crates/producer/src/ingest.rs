@@ -41,6 +41,7 @@ use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
 use hookfleet_core::runtime::http::{bearer, same_secret, Exposure, Guesses, Peer, ServeLimits};
+use hookfleet_core::runtime::trace;
 
 use crate::emit::{Batch, EmitError, Event, Producer, MAX_DOCUMENT_BYTES};
 
@@ -326,10 +327,22 @@ async fn require_token(
     next.run(request).await
 }
 
+/// The request's W3C `traceparent` header, for events that carry none of
+/// their own; a malformed one is ignored (the W3C rule: it starts a new
+/// trace, it is not the caller's error).
+fn traceparent_of(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get(trace::TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(trace::normalize_traceparent)
+}
+
 async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
     if let Some(refused) = declared_over(&request, MAX_DOCUMENT_BYTES) {
         return refused;
     }
+    let traceparent = traceparent_of(&request);
     // Waiting here leaves the body in the socket, not in memory.
     let Ok(_reserved) = ingest.memory.acquire_many(EVENT_RESERVATION_MIB).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
@@ -355,7 +368,7 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
             format!("the event holds more than {MAX_DOCUMENT_VALUES} JSON values"),
         );
     }
-    let event: Event = match serde_json::from_str(text) {
+    let mut event: Event = match serde_json::from_str(text) {
         Ok(e) => e,
         Err(e) => {
             return error(
@@ -364,6 +377,9 @@ async fn one(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
             )
         }
     };
+    if event.traceparent.is_none() {
+        event.traceparent = traceparent;
+    }
     respond(ingest.producer.emit(event).await)
 }
 
@@ -371,6 +387,7 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
     if let Some(refused) = declared_over(&request, MAX_BATCH_BYTES) {
         return refused;
     }
+    let traceparent = traceparent_of(&request);
     // Waiting here leaves the body in the socket, not in memory.
     let Ok(_reserved) = ingest.memory.acquire_many(BATCH_RESERVATION_MIB).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the ingest is stopping");
@@ -431,7 +448,12 @@ async fn many(State(ingest): State<Arc<Ingest>>, request: Request) -> Response {
     let mut batch = Batch::new();
     for (i, r) in raw.iter().enumerate() {
         match serde_json::from_str::<Event>(r.get()) {
-            Ok(e) => batch.push(e),
+            Ok(mut e) => {
+                if e.traceparent.is_none() {
+                    e.traceparent = traceparent.clone();
+                }
+                batch.push(e)
+            }
             Err(e) => return error(StatusCode::BAD_REQUEST, format!("event {i}: {e}")),
         }
     }

@@ -16,7 +16,7 @@ use hookfleet_core::domain::parse_duration;
 use hookfleet_core::runtime::Shutdown;
 use hookfleet_producer::ingest::IngestLimits;
 use hookfleet_producer::{EmitError, EmitReport, Event, Producer, ProducerConfig};
-use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
+use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings, TraceArgs};
 use hookfleet_template::TemplateSettings;
 
 /// Events per transaction when emitting a file: large enough to amortise the
@@ -38,6 +38,8 @@ struct Cli {
     settings: Settings,
     #[command(flatten)]
     templates: TemplateSettings,
+    #[command(flatten)]
+    trace: TraceArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,6 +101,11 @@ struct EmitArgs {
     /// Your own event id, making a repeated emit idempotent.
     #[arg(long, conflicts_with = "batch")]
     event_id: Option<String>,
+    /// The W3C trace context you emit it in (00-<trace id>-<span id>-<flags>):
+    /// its deliveries join that trace; with --batch, a line's "traceparent"
+    /// field does the same.
+    #[arg(long, conflicts_with = "batch")]
+    traceparent: Option<String>,
     /// Newline-delimited events ({"entity_type","event","name","doc"} per
     /// line) from FILE or - for stdin. A malformed line is reported with its
     /// number and skipped (exit code 1 at the end).
@@ -164,6 +171,7 @@ async fn emit_one(producer: &Producer, args: EmitArgs) -> anyhow::Result<ExitCod
     };
     let mut event = Event::new(&entity_type, &args.event.unwrap_or_default(), &name, doc);
     event.event_id = args.event_id;
+    event.traceparent = args.traceparent;
     match producer.emit(event).await {
         Ok(report) => {
             print_report(&report, args.json);
@@ -234,6 +242,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = cli.settings;
     init_tracing(&settings.log_format);
     settings.install(true)?;
+    cli.trace.init(match cli.command {
+        Command::Emit(_) => "hookfleet-producer",
+        Command::Serve { .. } => "hookfleet-ingest",
+    })?;
     cli.templates.install();
     let store = settings.store(POOL_SIZE)?;
     hookfleet_settings::require_current_schema(&store)?;
@@ -324,11 +336,15 @@ fn main() -> ExitCode {
 #[tokio::main]
 async fn run_main() -> ExitCode {
     let cli: Cli = hookfleet_settings::parse_args();
-    match run(cli).await {
+    let code = match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             fatal(format!("{e:#}"));
             ExitCode::from(1)
         }
-    }
+    };
+    // The emits' spans go out before the process does (a blocking wait,
+    // off the runtime's threads).
+    let _ = tokio::task::spawn_blocking(hookfleet_core::runtime::trace::shutdown).await;
+    code
 }

@@ -302,6 +302,44 @@ mod tests {
     }
 }
 
+/// Traces over OTLP (off unless an endpoint is given): see
+/// `hookfleet_core::runtime::trace`. The exporter also reads the standard
+/// `OTEL_*` variables (`OTEL_EXPORTER_OTLP_HEADERS`, `_TIMEOUT`,
+/// `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`).
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Export traces (a trace per event: its emit and every attempt of its
+    /// deliveries) to this OpenTelemetry collector's OTLP/HTTP base URL,
+    /// e.g. http://127.0.0.1:4318 (/v1/traces is added). Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
+    /// Send each attempt's W3C `traceparent` header to the receiver, so a
+    /// receiver that traces joins the event's trace.
+    #[arg(long, env = "HOOKFLEET_SEND_TRACEPARENT")]
+    pub send_traceparent: bool,
+}
+
+impl TraceArgs {
+    /// Sets tracing up for this process, named `service` unless
+    /// `OTEL_SERVICE_NAME` says otherwise. An endpoint that is not an
+    /// http(s) URL is an error (the process should not run without the
+    /// traces it was asked for).
+    pub fn init(&self, service: &'static str) -> Result<(), ConfigError> {
+        use hookfleet_core::runtime::trace;
+        let on = trace::init(&trace::TraceSettings {
+            endpoint: self.otlp_endpoint.clone(),
+            service,
+            send_traceparent: self.send_traceparent,
+        })
+        .map_err(|e| ConfigError(format!("--otlp-endpoint: {e}")))?;
+        if on {
+            tracing::info!(service, "exporting traces over OTLP");
+        }
+        Ok(())
+    }
+}
+
 /// `--metrics-listen`: where a long-running process serves `/metrics`,
 /// `/livez` and `/readyz` (off when unset).
 #[derive(Args, Debug, Clone)]

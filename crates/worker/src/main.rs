@@ -8,7 +8,7 @@ use clap::Parser;
 
 use hookfleet_core::domain::parse_duration;
 use hookfleet_core::runtime::Shutdown;
-use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings};
+use hookfleet_settings::{fatal, init_tracing, MetricsArgs, Settings, TraceArgs};
 use hookfleet_worker::{Stop, WorkerConfig, DEFAULT_FETCH_BATCH, DEFAULT_MAX_RECOVERIES};
 
 /// The most deliveries one process runs at once; more is more processes.
@@ -81,6 +81,8 @@ struct Cli {
     auto_pause_after: Duration,
     #[command(flatten)]
     metrics: MetricsArgs,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 /// A heartbeat TTL of at least a second (it is renewed every third of it).
@@ -97,6 +99,10 @@ async fn main() -> ExitCode {
     let cli: Cli = hookfleet_settings::parse_args();
     init_tracing(&cli.settings.log_format);
     if let Err(e) = cli.settings.install(true) {
+        fatal(&e);
+        return ExitCode::from(2);
+    }
+    if let Err(e) = cli.trace.init("hookfleet-worker") {
         fatal(&e);
         return ExitCode::from(2);
     }
@@ -179,7 +185,11 @@ async fn main() -> ExitCode {
         auto_pause_after: Some(cli.auto_pause_after).filter(|d| !d.is_zero()),
         shutdown,
     };
-    match hookfleet_worker::run(store, queue, config).await.stop {
+    let stop = hookfleet_worker::run(store, queue, config).await.stop;
+    // The last attempts' spans go out before the process does (a blocking
+    // wait, off the runtime's threads).
+    let _ = tokio::task::spawn_blocking(hookfleet_core::runtime::trace::shutdown).await;
+    match stop {
         Stop::Drained | Stop::TimedOut => ExitCode::SUCCESS,
         Stop::Forced => ExitCode::from(1),
     }

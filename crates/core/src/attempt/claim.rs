@@ -44,6 +44,9 @@ pub struct Claim {
     /// configured): the attempt fails with this reason, without a request,
     /// and is tried again on the schedule.
     pub credentials_error: Option<String>,
+    /// The W3C trace context the event was emitted in: each attempt's span
+    /// is its child (`runtime::trace`).
+    pub traceparent: Option<String>,
 }
 
 /// What a [`Claim`] is made from: a stored request taken for one attempt,
@@ -67,6 +70,7 @@ pub struct ClaimSource<'a> {
     pub timeout: Duration,
     pub queue: String,
     pub credentials: SealedCredentials<'a>,
+    pub traceparent: Option<String>,
 }
 
 /// Where a stored request goes now. Its credentials are the webhook's as
@@ -183,6 +187,7 @@ impl Claim {
             // A refused destination is named before a header defect.
             defect: url_refused.or(headers_defect),
             credentials_error,
+            traceparent: source.traceparent,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::attempt::{AttemptReport, Claim, RESPONSE_BODY_LIMIT};
 use crate::domain::parse_retry_after;
 use crate::domain::signature_headers;
 use crate::request::{GuardedResolver, NetworkPolicy};
+use crate::runtime::trace::{self, KeyValue, SpanKind};
 
 /// Ceiling on establishing a connection; the webhook's own timeout (at most
 /// 60 s) still bounds the whole request.
@@ -175,11 +176,62 @@ fn static_headers(claim: &Claim) -> Result<HeaderMap, String> {
     Ok(map)
 }
 
-/// Signs and sends `claim` once.
+/// Signs and sends `claim` once; with tracing on, as a span under the
+/// event's emit (`runtime::trace`), whose context the receiver is sent too
+/// with `--send-traceparent`.
 pub async fn send(
     client: &reqwest::Client,
     policy: &NetworkPolicy,
     claim: &Claim,
+) -> AttemptReport {
+    let mut span = trace::start(
+        "deliver",
+        SpanKind::Client,
+        claim.traceparent.as_deref(),
+        || {
+            vec![
+                KeyValue::new("hookfleet.webhook", claim.webhook_name.clone()),
+                KeyValue::new("hookfleet.delivery_id", claim.log_id),
+                KeyValue::new("hookfleet.event_id", claim.event_id.clone()),
+                KeyValue::new("hookfleet.attempt", i64::from(claim.attempt)),
+                KeyValue::new("hookfleet.max_attempts", i64::from(claim.max_attempts)),
+                KeyValue::new("http.request.method", claim.method.clone()),
+            ]
+        },
+    );
+    // The receiver joins the attempt's trace; without export, the
+    // application's own context (if the event carried one) goes on.
+    let traceparent = if trace::send_traceparent() {
+        span.as_ref()
+            .map(trace::Traced::traceparent)
+            .or_else(|| claim.traceparent.clone())
+    } else {
+        None
+    };
+    let report = send_once(client, policy, claim, traceparent.as_deref()).await;
+    if let Some(span) = span.as_mut().filter(|s| s.is_recording()) {
+        if let Some(code) = report.response_code {
+            span.set("http.response.status_code", i64::from(code));
+        }
+        if let Some(host) = url::Url::parse(&claim.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            // The host only: a path or query may hold a credential.
+            span.set("server.address", host);
+        }
+        if let Some(error) = &report.error {
+            span.fail(error);
+        }
+    }
+    report
+}
+
+async fn send_once(
+    client: &reqwest::Client,
+    policy: &NetworkPolicy,
+    claim: &Claim,
+    traceparent: Option<&str>,
 ) -> AttemptReport {
     let started_at = Utc::now();
     let clock = Instant::now();
@@ -209,10 +261,14 @@ pub async fn send(
             )
         }
     };
-    let headers = match static_headers(claim) {
+    let mut headers = match static_headers(claim) {
         Ok(h) => h,
         Err(reason) => return AttemptReport::unsendable(started_at, reason),
     };
+    if traceparent.is_some() {
+        // The attempt's own context replaces a static one of that name.
+        headers.remove(trace::TRACEPARENT);
+    }
 
     let mut request = client
         .request(method, url)
@@ -225,6 +281,9 @@ pub async fn send(
         claim.body.as_bytes(),
     ) {
         request = request.header(name, value);
+    }
+    if let Some(tp) = traceparent {
+        request = request.header(trace::TRACEPARENT, tp);
     }
     let request = request.body(claim.body.clone());
 

@@ -129,6 +129,9 @@ pub struct DeliveryLog {
     pub updated_at: DateTime<Utc>,
     /// The fencing token of the latest claim or replay.
     pub claim_token: i64,
+    /// The W3C trace context the event was emitted in, if any
+    /// (`runtime::trace`).
+    pub traceparent: Option<String>,
 }
 
 impl DeliveryLog {
@@ -169,6 +172,8 @@ pub struct NewDelivery {
     pub error: Option<String>,
     /// 1 for a row recorded already claimed (workflow_transition), else 0.
     pub claim_token: i64,
+    /// The W3C trace context of the emit, if any (`runtime::trace`).
+    pub traceparent: Option<String>,
 }
 
 /// `role:host:pid`: who holds a key or wrote an attempt.

@@ -95,6 +95,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         claim_token -> Int8,
+        traceparent -> Nullable<Text>,
     }
 }
 

@@ -58,6 +58,8 @@ struct ClaimRow {
     dynamic_url: bool,
     #[diesel(sql_type = Array<Text>)]
     allowed_hosts: Vec<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    traceparent: Option<String>,
 }
 
 /// The claim. A row is claimable when it is not terminal, not leased, due (a
@@ -88,7 +90,7 @@ WHERE l.id = ANY($1)
 RETURNING l.id, l.webhook_id, l.attempts, l.max_attempts, l.claim_token, l.event_id, l.webhook_name, l.url, l.method,
           l.headers, l.body, w.queue, w.timeout_ms, w.secret,
           CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret,
-          w.headers AS static_headers, w.request_url, w.dynamic_url, w.allowed_hosts";
+          w.headers AS static_headers, w.request_url, w.dynamic_url, w.allowed_hosts, l.traceparent";
 
 /// Rows that are due but may not be sent: the webhook is gone or disabled, or
 /// the attempts ran out (the last one interrupted before its outcome was
@@ -297,6 +299,7 @@ fn claim_of(r: ClaimRow) -> Claim {
             secret: r.secret.as_deref(),
             previous_secret: r.previous_secret.as_deref(),
         },
+        traceparent: r.traceparent,
     })
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE webhook_request_logs DROP COLUMN traceparent;
