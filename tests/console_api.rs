@@ -1226,3 +1226,225 @@ async fn names_that_hide_behind_invisible_or_bidi_characters_are_shown_escaped()
         page.body
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_send_is_a_real_signed_delivery_to_that_webhook_alone() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.verify_with(&["test-send-secret"]);
+    let mut s = spec("orders", ENTITY, "on_submit", &receiver.url("/orders"));
+    s.secret = Some(hookfleet_core::domain::Secret::new("test-send-secret"));
+    s.condition = Some("doc.grand_total > 100".into());
+    env.add_webhook(&s);
+    // Another webhook of the same document and event: a test is not its.
+    env.add_webhook(&spec("audit", ENTITY, "on_submit", &receiver.url("/audit")));
+    let mut off = spec("off", ENTITY, "on_submit", &receiver.url("/off"));
+    off.enabled = false;
+    env.add_webhook(&off);
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+    let doc = |total: f64| hookfleet_testkit::sales_order("SO-T1", total).to_string();
+    let path = "/api/v1/webhooks/orders/test";
+
+    // Refused: a read-only token, an unknown or disabled webhook, a body
+    // that is no document with a name. Nothing recorded.
+    let a = console.post(path, Some(READ_TOKEN), &doc(500.0)).await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    let a = console
+        .post("/api/v1/webhooks/nope/test", Some(FULL_TOKEN), &doc(500.0))
+        .await;
+    assert_eq!(a.status, 404, "{}", a.body);
+    let a = console
+        .post("/api/v1/webhooks/off/test", Some(FULL_TOKEN), &doc(500.0))
+        .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert!(a.json()["error"].as_str().unwrap().contains("disabled"));
+    for (body, needle) in [
+        ("[1, 2]", "JSON object"),
+        (r#"{"doctype": "Sales Order"}"#, "needs a \"name\""),
+        (r#"{"name": "SO\u0007"}"#, "control character"),
+    ] {
+        let a = console.post(path, Some(FULL_TOKEN), body).await;
+        assert_eq!(a.status, 400, "{body}: {}", a.body);
+        let e = a.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(e.contains(needle), "{body}: {e}");
+    }
+    // The condition does not hold: said so, and nothing recorded or sent.
+    let a = console.post(path, Some(FULL_TOKEN), &doc(5.0)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["meets_condition"], false, "{}", a.body);
+    assert_eq!(a.json()["deliveries"], Value::Array(vec![]));
+    assert!(env.rows().is_empty(), "a refused test recorded a row");
+
+    // It holds: one delivery, for `orders` alone, sent signed by a worker.
+    let a = console.post(path, Some(FULL_TOKEN), &doc(500.0)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let sent = a.json();
+    assert_eq!(sent["meets_condition"], true, "{sent}");
+    let id = sent["deliveries"][0]["id"].as_i64().expect("a delivery id");
+    assert_eq!(sent["deliveries"][0]["status"], "Queued");
+    let rows = env.rows();
+    assert_eq!(rows.len(), 1, "only the webhook tested: {rows:?}");
+    assert_eq!(
+        (rows[0].webhook_name.as_str(), rows[0].entity_name.as_str()),
+        ("orders", "SO-T1")
+    );
+    let worker = env.start_worker(2, slow_schedule());
+    env.until_row(id, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    let got = receiver.wait_for(1, Duration::from_secs(30)).await;
+    assert_eq!(got.len(), 1, "one request");
+    assert_eq!(got[0].path, "/orders");
+    assert_eq!(got[0].json()["name"], "SO-T1");
+    assert_eq!(
+        got[0].header("webhook-id"),
+        sent["deliveries"][0]["event_id"].as_str()
+    );
+    got[0].assert_signatures_verified("a test send");
+    // Twice is two deliveries (a fresh event id each).
+    let again = console
+        .post(path, Some(FULL_TOKEN), &doc(500.0))
+        .await
+        .json();
+    assert_ne!(again["deliveries"][0]["id"], sent["deliveries"][0]["id"]);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_forms_are_refused_to_a_reader_and_a_bulk_form_is_bounded() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.reply_next([Reply::status(500)]);
+    let ids = fleet_with(&env, &receiver, &["SO-1"]).await;
+    // SO-1 Failed, its retry an hour away: a replay would make it due now.
+    let worker = env.start_worker(1, slow_schedule());
+    let failed = env
+        .until_row(ids[0], |r| r.status == DeliveryStatus::Failed)
+        .await;
+    worker.stop().await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), Some(READ_TOKEN)).await;
+
+    // A reader is shown no form to define, edit or test a webhook, and
+    // may not post one.
+    let reader = console.login(READ_TOKEN).await;
+    let page = console.page("/webhooks/orders", Some(&reader)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for offered in ["Send test", ">Edit<", "New webhook", "Retry selected"] {
+        assert!(
+            !page.body.contains(offered),
+            "a reader is offered {offered}"
+        );
+    }
+    for form in ["/webhooks/new", "/webhooks/orders/edit"] {
+        assert_eq!(
+            console.page(form, Some(&reader)).await.status,
+            403,
+            "{form}"
+        );
+    }
+    let csrf = csrf_of(&page.body);
+    let definition = [
+        ("csrf", csrf.as_str()),
+        ("name", "sneaky"),
+        ("entity_type", ENTITY),
+        ("event", "on_submit"),
+        ("request_url", "http://127.0.0.1:9/x"),
+    ];
+    let a = console
+        .form("/webhooks/new", Some(&reader), &definition)
+        .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    let a = console
+        .form(
+            "/webhooks/orders/test",
+            Some(&reader),
+            &[("csrf", &csrf), ("doc", r#"{"name": "SO-9"}"#)],
+        )
+        .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    assert_eq!(env.stored_webhooks().len(), 1, "a reader made a webhook");
+    assert_eq!(env.rows().len(), 1, "a reader sent a test");
+    let id = ids[0].to_string();
+    for route in [
+        "/deliveries/retry-selected",
+        "/dead-letters/purge-all",
+        "/dead-letters/requeue-all",
+    ] {
+        let a = console
+            .form(route, Some(&reader), &[("csrf", &csrf), ("id", &id)])
+            .await;
+        assert_eq!(a.status, 403, "a reader's {route}: {}", a.body);
+    }
+
+    // The new forms, like every other, need the session's CSRF token.
+    let cookie = console.login(FULL_TOKEN).await;
+    for route in [
+        "/deliveries/retry-selected",
+        "/dead-letters/purge-all",
+        "/dead-letters/purge-selected",
+        "/webhooks/orders/test",
+        "/webhooks/new",
+    ] {
+        let a = console
+            .form(
+                route,
+                Some(&cookie),
+                &[("id", &id), ("doc", r#"{"name": "SO-9"}"#)],
+            )
+            .await;
+        assert_eq!(a.status, 403, "{route} without a CSRF token: {}", a.body);
+    }
+    assert_eq!(env.rows().len(), 1, "a form without its token acted");
+
+    // A bulk form names at most MAX_BULK_IDS rows: more is refused whole,
+    // saying so, and replays nothing.
+    let csrf = csrf_of(&console.page("/deliveries", Some(&cookie)).await.body);
+    let many: Vec<String> = (1..=101).map(|i| i.to_string()).collect();
+    let mut fields = vec![("csrf", csrf.as_str())];
+    fields.extend(many.iter().map(|id| ("id", id.as_str())));
+    let a = console
+        .form("/deliveries/retry-selected", Some(&cookie), &fields)
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("at most 100"), "{}", a.body);
+    let a = console
+        .form(
+            "/deliveries/retry-selected",
+            Some(&cookie),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(a.status, 400, "nothing ticked: {}", a.body);
+    assert!(a.body.contains("no deliveries selected"), "{}", a.body);
+    let after = env.row(ids[0]);
+    assert_eq!(
+        (after.status, after.next_retry, after.max_attempts),
+        (failed.status, failed.next_retry, failed.max_attempts),
+        "a refused bulk form replayed"
+    );
+    // An id no delivery or dead letter could have is refused before it is
+    // looked up, logged or named in a notice.
+    let long = "9".repeat(65);
+    let a = console
+        .form(
+            "/dead-letters/purge-selected",
+            Some(&cookie),
+            &[("csrf", &csrf), ("id", &long)],
+        )
+        .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(!a.body.contains(&long), "{}", a.body);
+
+    // A webhook named `new` keeps a page of its own beside the form's.
+    env.add_webhook(&spec("new", ENTITY, "on_cancel", &receiver.url("/new")));
+    let list = console.page("/webhooks", Some(&cookie)).await;
+    assert!(
+        list.body.contains("href=\"/webhooks/%6Eew\""),
+        "{}",
+        list.body
+    );
+    let page = console.page("/webhooks/%6Eew", Some(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Webhook new"), "{}", page.body);
+    let form = console.page("/webhooks/new", Some(&cookie)).await;
+    assert!(form.body.contains("Create webhook"), "{}", form.body);
+}

@@ -2,7 +2,9 @@
 //! through chromedriver over WebDriver, against a fleet with real
 //! deliveries. A person logs in, finds a Failed delivery by its document's
 //! name, presses Retry and sees it Delivered; pauses and resumes a webhook;
-//! a POST without the CSRF token is refused; the pages fit a phone.
+//! ticks rows and retries, requeues or purges them together; creates and
+//! edits a webhook through its form; previews and sends a test event; a
+//! POST without the CSRF token is refused; the pages fit a phone.
 //!
 //! Screenshots go to `HOOKFLEET_SCREENSHOTS_DIR` (scripts/screenshots.sh
 //! points it at docs/screenshots, which the README shows), else to the
@@ -113,12 +115,15 @@ async fn count_of(c: &Client, css: &str) -> i64 {
     .unwrap_or(-1)
 }
 
-/// How many of the `<time>` elements `css` selects still show a raw
-/// RFC 3339 time (the page's script shows each in the viewer's zone).
+/// How many of the `<time>` elements `css` selects the page's script has
+/// not shown in the viewer's zone (it keeps the UTC time in the title), or
+/// whose "ago" beside it says nothing.
 async fn raw_times(c: &Client, css: &str) -> i64 {
     c.execute(
         "return [...document.querySelectorAll(arguments[0])]
-           .filter(t => /\\d{4}-\\d\\d-\\d\\dT\\d\\d:/.test(t.textContent)).length",
+           .filter(t => !t.title
+                        || (t.nextElementSibling && t.nextElementSibling.classList.contains('ago')
+                            && !/ago|^in |just now/.test(t.nextElementSibling.textContent))).length",
         vec![json!(css)],
     )
     .await
@@ -178,6 +183,70 @@ async fn type_into(c: &Client, locator: Locator<'_>, what: &str, text: &str) {
         .send_keys(text)
         .await
         .unwrap_or_else(|e| panic!("type into {what}: {e}"));
+}
+
+/// Opens `path` and logs in with the full token (the console asks once).
+async fn log_in(c: &Client, console: &ConsoleServer, path: &str) {
+    c.goto(&console.url(path)).await.expect("open the console");
+    type_into(
+        c,
+        Locator::Css("input[name=token]"),
+        "the login form",
+        FULL_TOKEN,
+    )
+    .await;
+    click(c, Locator::Css("form.login button"), "log in").await;
+}
+
+/// Replaces what the field `css` holds with `text`.
+async fn fill(c: &Client, css: &str, text: &str) {
+    let field = element(c, Locator::Css(css), css).await;
+    field
+        .clear()
+        .await
+        .unwrap_or_else(|e| panic!("clear {css}: {e}"));
+    field
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
+/// The value the field `css` holds.
+async fn value_of(c: &Client, css: &str) -> String {
+    element(c, Locator::Css(css), css)
+        .await
+        .prop("value")
+        .await
+        .expect("a value")
+        .unwrap_or_default()
+}
+
+/// Accepts the confirmation a form asks for, returning what it asked.
+async fn confirm(c: &Client) -> String {
+    let deadline = Instant::now() + PAGE_WAIT;
+    loop {
+        match c.get_alert_text().await {
+            Ok(asked) => {
+                c.accept_alert().await.expect("say yes");
+                return asked;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "no confirmation: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How many pixels the page is wider than the window (a phone's: the
+/// tables scroll in their own box, nothing else may).
+async fn overflow(c: &Client) -> i64 {
+    c.execute(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        vec![],
+    )
+    .await
+    .expect("script")
+    .as_i64()
+    .unwrap_or(i64::MAX)
 }
 
 /// Waits until the page's text contains `needle`, reloading if `reload`.
@@ -437,5 +506,397 @@ async fn the_webhooks_page_says_which_webhook_is_failing_healthy_paused_or_idle(
         .await
         .expect("one webhook");
     until_page_says(&c, "attempts failed in a row", false).await;
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticked_deliveries_are_retried_together_and_a_delivered_one_only_with_force() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    // SO-1..SO-3 fail once (their retries an hour away); SO-4 is delivered.
+    receiver.reply_next([Reply::status(503), Reply::status(503), Reply::status(503)]);
+    env.add_webhook(&spec(
+        "orders",
+        ENTITY,
+        "on_submit",
+        &receiver.url("/orders"),
+    ));
+    let worker = env.start_worker(4, RetrySchedule::parse("1h").expect("schedule"));
+    for n in 1..=3 {
+        env.submit(&format!("SO-{n}")).await;
+    }
+    env.until_rows("three failed", |rows| {
+        rows.iter()
+            .filter(|r| r.status == DeliveryStatus::Failed)
+            .count()
+            == 3
+    })
+    .await;
+    let delivered = env.submit("SO-4").await.deliveries[0].id;
+    env.until_row(delivered, |r| r.status == DeliveryStatus::Delivered)
+        .await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    log_in(&c, &console, "/deliveries").await;
+    until_page_says(&c, "SO-4", false).await;
+    assert_eq!(raw_times(&c, "td time").await, 0, "times localised");
+
+    // Tick every row (the header's box), the Delivered one too, and retry:
+    // the three Failed are replayed, the Delivered one is not, and the
+    // notice says why.
+    click(&c, Locator::Css("input.pick-all"), "select every row").await;
+    assert_eq!(count_of(&c, "input[name=id]:checked").await, 4);
+    shoot(&c, "deliveries.png").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Retry selected']"),
+        "Retry selected",
+    )
+    .await;
+    let asked = confirm(&c).await;
+    assert!(asked.contains("Retry the 4 selected"), "{asked}");
+    until_page_says(&c, "Retried 3 of 4 deliveries", false).await;
+    let notice = text_of(&c, ".notice").await;
+    assert!(
+        notice.contains(&format!("Not retried: {delivered} (Delivered")),
+        "{notice}"
+    );
+    let rows = env
+        .until_rows("all four delivered", |rows| {
+            rows.iter().all(|r| r.status == DeliveryStatus::Delivered)
+        })
+        .await;
+    assert!(rows.iter().all(|r| r.id == delivered || r.attempts == 2));
+    assert_eq!(env.row(delivered).attempts, 1, "sent once: not forced");
+    let got = receiver.wait_for(7, Duration::from_secs(30)).await;
+    for n in 1..=3 {
+        let name = format!("SO-{n}");
+        let sent = got.iter().filter(|r| r.json()["name"] == name).count();
+        assert_eq!(sent, 2, "{name}: the failed attempt and the retry");
+    }
+
+    // With "also send Delivered ones again", a Delivered row goes again.
+    c.refresh().await.expect("reload");
+    click(
+        &c,
+        Locator::Css(&format!("input[name=id][value='{delivered}']")),
+        "the Delivered row",
+    )
+    .await;
+    click(&c, Locator::Css("input[name=force]"), "force").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Retry selected']"),
+        "Retry selected",
+    )
+    .await;
+    assert!(confirm(&c).await.contains("Retry the 1 selected"));
+    until_page_says(&c, "Retried 1 of 1 deliveries", false).await;
+    env.until_row(delivered, |r| {
+        r.status == DeliveryStatus::Delivered && r.attempts == 2
+    })
+    .await;
+    c.close().await.expect("close the browser");
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_requeued_and_purged_ticked_or_all_at_once() {
+    let env = TestEnv::new();
+    let dead = async || env.queue.dead().count().await.unwrap();
+    // Junk a worker files as dead letters; none is left running while the
+    // page acts, so what is requeued stays on its queue to be counted.
+    let file_dead_letters = async |n: i64| {
+        let worker = env.start_worker(2, RetrySchedule::parse("1h").expect("schedule"));
+        until_seen(
+            "the junk is dead-lettered",
+            async || env.queue.dead().count().await.unwrap(),
+            |d| *d >= n,
+        )
+        .await;
+        worker.stop().await;
+    };
+    env.push_jobs("default", ["junk 1", "junk 2", "junk 3"]);
+    file_dead_letters(3).await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    log_in(&c, &console, "/dead-letters").await;
+    until_page_says(&c, "Requeue selected", false).await;
+    assert_eq!(count_of(&c, "input[name=id]").await, 3);
+
+    // Two ticked, requeued: back on their queue.
+    let boxes = c
+        .find_all(Locator::Css("input[name=id]"))
+        .await
+        .expect("the rows' boxes");
+    for b in &boxes[..2] {
+        b.click().await.expect("tick");
+    }
+    shoot(&c, "dead-letters.png").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Requeue selected']"),
+        "Requeue selected",
+    )
+    .await;
+    assert!(confirm(&c).await.contains("Requeue the 2 selected"));
+    until_page_says(&c, "Requeued 2 of 2 dead letters", false).await;
+    assert_eq!(dead().await, 1);
+    assert_eq!(env.queue_depth("default"), 2);
+
+    // The last one ticked, purged (Purge asks its own question).
+    click(&c, Locator::Css("input[name=id]"), "the last row").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Purge selected']"),
+        "Purge selected",
+    )
+    .await;
+    let asked = confirm(&c).await;
+    assert!(asked.contains("Purge the 1 selected"), "{asked}");
+    until_page_says(&c, "Purged 1 of 1 dead letters", false).await;
+    assert_eq!(dead().await, 0);
+
+    // The two requeued are filed again: Requeue all.
+    file_dead_letters(2).await;
+    c.refresh().await.expect("reload");
+    click(
+        &c,
+        Locator::XPath("//button[text()='Requeue all']"),
+        "Requeue all",
+    )
+    .await;
+    assert!(confirm(&c).await.contains("Requeue every dead letter"));
+    until_page_says(&c, "Requeued 2 dead letters.", false).await;
+    assert_eq!((dead().await, env.queue_depth("default")), (0, 2));
+
+    // Filed once more: Purge all, which a person may still refuse.
+    file_dead_letters(2).await;
+    c.refresh().await.expect("reload");
+    click(
+        &c,
+        Locator::XPath("//button[text()='Purge all']"),
+        "Purge all",
+    )
+    .await;
+    assert!(c
+        .get_alert_text()
+        .await
+        .expect("asks")
+        .contains("Purge every"));
+    c.dismiss_alert().await.expect("say no");
+    assert_eq!(dead().await, 2, "purged after a no");
+    click(
+        &c,
+        Locator::XPath("//button[text()='Purge all']"),
+        "Purge all",
+    )
+    .await;
+    confirm(&c).await;
+    until_page_says(&c, "Purged 2 dead letters.", false).await;
+    assert_eq!(dead().await, 0);
+    c.close().await.expect("close the browser");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_is_created_and_edited_through_its_form_and_a_refusal_keeps_what_was_typed() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    log_in(&c, &console, "/webhooks").await;
+    click(&c, Locator::LinkText("New webhook"), "New webhook").await;
+    until_page_says(&c, "What it sends", false).await;
+
+    // A URL the network policy refuses: the form again, with the reason
+    // and everything typed (but the secret).
+    fill(&c, "input[name=name]", "orders").await;
+    fill(&c, "input[name=entity_type]", ENTITY).await;
+    fill(&c, "input[name=event]", "on_submit").await;
+    fill(
+        &c,
+        "input[name=request_url]",
+        "http://169.254.169.254/latest",
+    )
+    .await;
+    fill(
+        &c,
+        "textarea[name=headers]",
+        "Authorization: Bearer keep-me",
+    )
+    .await;
+    fill(&c, "input[name=secret]", "form-secret-value").await;
+    fill(&c, "input[name=max_concurrency]", "4").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Create webhook']"),
+        "Create",
+    )
+    .await;
+    until_page_says(&c, "internal address", false).await;
+    let problem = text_of(&c, ".problem").await;
+    assert!(problem.contains("type it again"), "{problem}");
+    assert_eq!(value_of(&c, "input[name=name]").await, "orders");
+    assert_eq!(
+        value_of(&c, "input[name=request_url]").await,
+        "http://169.254.169.254/latest"
+    );
+    assert_eq!(
+        value_of(&c, "textarea[name=headers]").await,
+        "Authorization: Bearer keep-me"
+    );
+    assert_eq!(value_of(&c, "input[name=max_concurrency]").await, "4");
+    assert_eq!(
+        value_of(&c, "input[name=secret]").await,
+        "",
+        "never sent back"
+    );
+    assert!(env.stored_webhooks().is_empty(), "a refused form stored");
+    shoot(&c, "webhook-form.png").await;
+
+    // Put right: created, and listed.
+    fill(&c, "input[name=request_url]", &receiver.url("/orders")).await;
+    fill(&c, "input[name=secret]", "form-secret-value").await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Create webhook']"),
+        "Create",
+    )
+    .await;
+    until_page_says(&c, "Created webhook orders.", false).await;
+    c.goto(&console.url("/webhooks")).await.expect("webhooks");
+    element(
+        &c,
+        Locator::XPath("//td/a[text()='orders']"),
+        "orders in the list",
+    )
+    .await;
+    let stored = &env.stored_webhooks()[0];
+    assert_eq!(stored.max_concurrency, Some(4));
+    assert!(stored.secret.is_some(), "signed");
+
+    // Edit: the header shows [hidden] and keeps its value; the secret
+    // field left empty keeps the secret.
+    click(&c, Locator::LinkText("orders"), "the webhook").await;
+    click(&c, Locator::LinkText("Edit"), "Edit").await;
+    until_page_says(&c, "Remove the secret", false).await;
+    assert_eq!(
+        value_of(&c, "textarea[name=headers]").await.trim(),
+        "Authorization: [hidden]"
+    );
+    assert_eq!(
+        value_of(&c, "input[name=request_url]").await,
+        receiver.url("/orders")
+    );
+    fill(&c, "input[name=timeout]", "30s").await;
+    fill(&c, "input[name=max_retries]", "7").await;
+    click(&c, Locator::XPath("//button[text()='Save']"), "Save").await;
+    until_page_says(&c, "Saved webhook orders.", false).await;
+    let stored = &env.stored_webhooks()[0];
+    assert_eq!(stored.timeout(), Duration::from_secs(30));
+    assert_eq!(stored.max_retries, 7);
+    let headers = stored.header_list().expect("the stored headers open");
+    assert_eq!(headers[0].value, "Bearer keep-me", "the hidden value kept");
+    assert!(stored.secret.is_some(), "the secret kept");
+
+    // The form fits a phone.
+    c.set_window_size(390, 844).await.expect("phone size");
+    c.goto(&console.url("/webhooks/orders/edit"))
+        .await
+        .expect("edit");
+    until_page_says(&c, "What it sends", false).await;
+    let over = overflow(&c).await;
+    assert!(over <= 0, "the form is wider than a phone by {over} px");
+    shoot(&c, "phone-form.png").await;
+    c.close().await.expect("close the browser");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview_shows_the_body_and_a_test_send_reaches_the_receiver_signed() {
+    let env = TestEnv::new();
+    let receiver = Receiver::start().await;
+    receiver.verify_with(&["page-test-secret"]);
+    let mut s = spec("orders", ENTITY, "on_submit", &receiver.url("/orders"));
+    s.secret = Some(hookfleet_core::domain::Secret::new("page-test-secret"));
+    s.condition = Some("doc.grand_total > 100".into());
+    s.body_template =
+        Some(r#"{"order": {{ doc.name | tojson }}, "total": {{ doc.grand_total }}}"#.into());
+    env.add_webhook(&s);
+    let worker = env.start_worker(2, RetrySchedule::parse("1h").expect("schedule"));
+    let console = ConsoleServer::start(&env, Some(FULL_TOKEN), None).await;
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    log_in(&c, &console, "/webhooks/orders").await;
+    until_page_says(&c, "Send test", false).await;
+    let sample = value_of(&c, "textarea[name=doc]").await;
+    assert!(
+        sample.contains("SAMPLE-0001") && sample.contains(ENTITY),
+        "{sample}"
+    );
+    let doc = |total: u32| {
+        format!(r#"{{"doctype": "{ENTITY}", "name": "SO-T1", "grand_total": {total}}}"#)
+    };
+
+    // Preview: the condition's verdict and the body; nothing recorded.
+    fill(&c, "textarea[name=doc]", &doc(500)).await;
+    click(&c, Locator::XPath("//button[text()='Preview']"), "Preview").await;
+    until_page_says(&c, "nothing was recorded or sent", false).await;
+    let body = text_of(&c, ".preview-body").await;
+    assert!(body.contains("\"order\": \"SO-T1\""), "{body}");
+    assert_eq!(text_of(&c, ".preview .tag.ok").await, "met");
+    assert_eq!(value_of(&c, "textarea[name=doc]").await, doc(500), "kept");
+    assert!(env.rows().is_empty(), "a preview recorded");
+    shoot(&c, "webhook-test.png").await;
+
+    // A document the condition refuses: said so, nothing sent.
+    fill(&c, "textarea[name=doc]", &doc(5)).await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Send test']"),
+        "Send test",
+    )
+    .await;
+    assert!(confirm(&c).await.contains("a real, signed delivery"));
+    until_page_says(&c, "does not meet the webhook's condition", false).await;
+    assert!(
+        env.rows().is_empty(),
+        "a test the condition refused recorded"
+    );
+
+    // One it meets: a real delivery, its page shown, signed at the receiver.
+    fill(&c, "textarea[name=doc]", &doc(500)).await;
+    click(
+        &c,
+        Locator::XPath("//button[text()='Send test']"),
+        "Send test",
+    )
+    .await;
+    confirm(&c).await;
+    until_page_says(&c, "Test event sent to orders", false).await;
+    let rows = env
+        .until_rows("the test delivered", |rows| {
+            rows.len() == 1 && rows[0].status == DeliveryStatus::Delivered
+        })
+        .await;
+    assert_eq!(rows[0].entity_name, "SO-T1");
+    let got = receiver.wait_for(1, Duration::from_secs(30)).await;
+    assert_eq!(got[0].json()["order"], "SO-T1");
+    got[0].assert_signatures_verified("the test send");
+    until_page_says(&c, "Delivered", true).await;
+    assert!(text_of(&c, "h1").await.contains(&rows[0].id.to_string()));
+
+    // The webhook's page, its test panel and deliveries, fit a phone.
+    c.set_window_size(390, 844).await.expect("phone size");
+    c.goto(&console.url("/webhooks/orders"))
+        .await
+        .expect("webhook");
+    until_page_says(&c, "Send test", false).await;
+    let over = overflow(&c).await;
+    assert!(over <= 0, "the page is wider than a phone by {over} px");
+    shoot(&c, "phone-webhook.png").await;
+    c.close().await.expect("close the browser");
     worker.stop().await;
 }

@@ -16,6 +16,10 @@ use hookfleet_core::store::{webhooks, Store};
 
 use crate::error::OpsError;
 
+/// A replay's note when its rows went on their queues at once (any other
+/// note says what happened instead).
+pub const QUEUED_NOW: &str = "queued now";
+
 /// Puts replayed rows on their queues now rather than at the next sweep,
 /// and says what happened in words (a failure here loses nothing: the rows
 /// are due, so the sweeper sends them).
@@ -25,7 +29,7 @@ async fn enqueue_now(queue: &RedisQueue, rows: &[Replayed], ttl: Duration) -> St
         Ok(flags) => {
             let n = flags.iter().filter(|f| **f).count();
             if n == rows.len() {
-                "queued now".into()
+                QUEUED_NOW.into()
             } else {
                 format!("{n} queued now; the rest are already on a queue")
             }

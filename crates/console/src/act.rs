@@ -12,10 +12,11 @@ use serde_json::{Map, Value};
 use hookfleet_admin::replay::ReplayBulk;
 use hookfleet_admin::{dead, definitions, frappe_import, replay, webhooks};
 use hookfleet_core::domain::DeliveryStatus;
+use hookfleet_producer::EmittedTo;
 
 use crate::answers::{
     AllPurged, AllRequeued, DeadPurged, DeadRequeued, Deleted, Enabled, ImportReport, Paused,
-    Resumed, Retried, RotationFinished, UpdatedWebhook,
+    Resumed, Retried, RotationFinished, TestDelivery, TestSent, UpdatedWebhook,
 };
 use crate::auth::Actor;
 use crate::read;
@@ -103,6 +104,67 @@ pub async fn update(
         rotation_started: updated.rotation_started,
     };
     Ok(for_actor(&answer, actor))
+}
+
+/// `webhook preview`: what the webhook `name` would send for `doc`,
+/// nothing recorded or sent. Not an action, so not in the audit trail,
+/// but the full token's only: it renders a caller's document (CPU) and
+/// shows the body template a read-only viewer is not shown.
+pub async fn preview(c: &Console, actor: Actor, name: &str, doc: Value) -> Result<Value, ApiError> {
+    actor.may_act()?;
+    // Templates render in the renderer process, bounded in time and
+    // memory; the wait for it is not the runtime's.
+    let preview = hookfleet_admin::preview::preview(&c.store, &c.policy, name, doc).await?;
+    Ok(for_actor(&preview, actor))
+}
+
+/// A test send: `doc` emitted as an event of the webhook `name` (its own
+/// entity type and event) to that webhook alone, a real delivery recorded
+/// under the document's `name`, signed and retried like any other; nothing
+/// when the document does not meet the condition.
+pub async fn test_send(
+    c: &Console,
+    actor: Actor,
+    name: &str,
+    doc: Value,
+) -> Result<TestSent, ApiError> {
+    actor.may_act()?;
+    let doc_name = doc
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "the document needs a \"name\" (e.g. SO-0001): its delivery is recorded under it",
+            )
+        })?
+        .to_string();
+    let run = c.producer.emit_to(name, &doc_name, doc);
+    let sent = audited(actor, "webhook-test", name, run).await?;
+    Ok(match sent {
+        EmittedTo::ConditionNotMet => TestSent {
+            webhook: name.to_string(),
+            meets_condition: false,
+            held: false,
+            deliveries: Vec::new(),
+        },
+        EmittedTo::Recorded { report, held } => TestSent {
+            webhook: name.to_string(),
+            meets_condition: true,
+            held,
+            deliveries: report
+                .deliveries
+                .into_iter()
+                .map(|d| TestDelivery {
+                    id: d.id,
+                    event_id: d.event_id,
+                    status: d.status,
+                    enqueued: d.enqueued,
+                    error: d.error,
+                })
+                .collect(),
+        },
+    })
 }
 
 pub async fn delete(c: &Console, actor: Actor, name: &str) -> Result<Deleted, ApiError> {

@@ -129,3 +129,35 @@ pub struct AllPurged {
     /// Dead letters removed.
     pub purged: i64,
 }
+
+/// A test event sent to one webhook (`testWebhook`, the pages' Send test).
+#[derive(Serialize, ToSchema)]
+pub struct TestSent {
+    pub webhook: String,
+    /// The document meets the webhook's condition; when it does not,
+    /// nothing was recorded or sent.
+    pub meets_condition: bool,
+    /// The webhook is paused: its delivery is recorded and waits for
+    /// Resume.
+    pub held: bool,
+    /// The delivery recorded (none when the condition does not hold).
+    pub deliveries: Vec<TestDelivery>,
+}
+
+/// The delivery a test send recorded.
+#[derive(Serialize, ToSchema)]
+pub struct TestDelivery {
+    pub id: i64,
+    /// The event id: the `webhook-id` header the receiver sees.
+    pub event_id: String,
+    /// Queued; Exhausted when its request could not be built (see
+    /// `error`); for a `workflow_transition` webhook, which is sent at
+    /// once, Delivered or Failed.
+    pub status: DeliveryStatus,
+    /// Its job is on the queue now (else the sweeper sends it after the
+    /// queue grace).
+    pub enqueued: bool,
+    /// Why it is Exhausted, if it is.
+    #[schema(required)]
+    pub error: Option<String>,
+}

@@ -21,7 +21,7 @@ use hookfleet_core::domain::DeliveryStatus;
 
 use crate::answers::{
     AllPurged, AllRequeued, DeadPurged, DeadRequeued, Deleted, DeliveryPage, Enabled, ImportReport,
-    Paused, Resumed, Retried, RotationFinished, UpdatedWebhook,
+    Paused, Resumed, Retried, RotationFinished, TestSent, UpdatedWebhook,
 };
 use crate::auth::ApiActor;
 use crate::openapi::{NewWebhook, WebhookChange};
@@ -63,6 +63,11 @@ pub fn api_routes() -> Vec<Route> {
             &["post"],
             "/api/v1/webhooks/{name}/preview",
             post(webhook_preview),
+        ),
+        (
+            &["post"],
+            "/api/v1/webhooks/{name}/test",
+            post(webhook_test),
         ),
         (
             &["post"],
@@ -380,10 +385,34 @@ pub(crate) async fn webhook_preview(
 ) -> ApiResult {
     actor.may_act()?;
     let doc = Value::Object(object(&bytes)?);
-    // Templates render in the renderer process, bounded in time and
-    // memory; the wait for it is not the runtime's.
-    let preview = hookfleet_admin::preview::preview(&c.store, &c.policy, &name, doc).await?;
-    Ok(Json(for_actor(&preview, actor)))
+    act::preview(&c, actor, &name, doc).await.map(Json)
+}
+
+/// Send a test event to a webhook
+///
+/// The document, as an event of the webhook's own entity type and event,
+/// to this webhook alone: a real delivery, recorded under the document's
+/// `name`, signed, sent and retried like any other. When the document does
+/// not meet the webhook's condition nothing is recorded or sent
+/// (`meets_condition` is false). Needs the full token.
+#[utoipa::path(post, path = "/api/v1/webhooks/{name}/test", operation_id = "testWebhook", tag = "webhooks",
+    params(("name" = String, Path, description = "the webhook's name")),
+    request_body(content = Object, description = "the document; its `name` names the delivery",
+        example = json!({"doctype": "Sales Order", "name": "SO-0001", "grand_total": 1250.5})),
+    responses(
+        (status = 200, description = "the delivery recorded, or none (the condition does not hold)", body = TestSent),
+        (status = 400, description = "the body is not a JSON object with a name, or the event is refused"),
+        (status = 404, description = "no such webhook"),
+        (status = 409, description = "the webhook is disabled")))]
+pub(crate) async fn webhook_test(
+    State(c): Shared,
+    ApiActor(actor): ApiActor,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<TestSent> {
+    actor.may_act()?;
+    let doc = Value::Object(object(&bytes)?);
+    act::test_send(&c, actor, &name, doc).await.map(Json)
 }
 
 #[derive(Deserialize, Default, IntoParams)]

@@ -50,10 +50,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 
+use hookfleet_core::domain::RetrySchedule;
 use hookfleet_core::queue::RedisQueue;
 use hookfleet_core::request::NetworkPolicy;
 use hookfleet_core::runtime::http::{Exposure, ServeError, ServeLimits};
 use hookfleet_core::store::Store;
+use hookfleet_producer::{Producer, ProducerConfig};
 
 pub use api::api_routes;
 pub use auth::SESSION_LIFE;
@@ -108,6 +110,9 @@ pub struct Console {
     /// Where webhooks may send (HOOKFLEET_ALLOWED_NETWORKS): a definition
     /// made through the API is checked as the CLI checks it.
     pub policy: NetworkPolicy,
+    /// Test sends: an event emitted to one webhook, by the producer's own
+    /// path (its condition, rendering, row and job).
+    producer: Producer,
     tokens: auth::Tokens,
 }
 
@@ -120,11 +125,23 @@ impl Console {
         token: Option<String>,
         read_token: Option<String>,
     ) -> Console {
+        let producer = Producer::new(
+            store.clone(),
+            queue.clone(),
+            ProducerConfig {
+                // Judges only a test workflow_transition's one attempt (no
+                // retry follows it); the workers keep the retry schedule.
+                schedule: RetrySchedule::default(),
+                queue_grace: key_ttl,
+                policy: Arc::new(policy.clone()),
+            },
+        );
         Console {
             store,
             queue,
             key_ttl,
             policy,
+            producer,
             tokens: auth::Tokens::new(token, read_token),
         }
     }
@@ -174,6 +191,20 @@ impl From<hookfleet_admin::DefinitionError> for ApiError {
             E::Invalid(v) => ApiError(StatusCode::BAD_REQUEST, v.to_string()),
             E::Store(e) => e.into(),
         }
+    }
+}
+
+impl From<hookfleet_producer::EmitToError> for ApiError {
+    fn from(e: hookfleet_producer::EmitToError) -> ApiError {
+        use hookfleet_producer::{EmitError, EmitToError as E};
+        let status = match e {
+            E::Store(e) | E::Emit(EmitError::Store(e)) => return e.into(),
+            E::Disabled(_) => StatusCode::CONFLICT,
+            E::Emit(EmitError::Invalid(_)) => StatusCode::BAD_REQUEST,
+            E::Emit(EmitError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            E::Emit(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
     }
 }
 

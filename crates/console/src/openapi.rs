@@ -37,6 +37,7 @@ use crate::answers::ErrorBody;
         crate::api::webhook_update,
         crate::api::webhook_delete,
         crate::api::webhook_preview,
+        crate::api::webhook_test,
         crate::api::webhook_pause,
         crate::api::webhook_resume,
         crate::api::webhook_enable,

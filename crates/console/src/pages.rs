@@ -1,8 +1,23 @@
 //! The console's pages: server-rendered HTML (minijinja, every value
-//! escaped), a stylesheet and a few lines of JavaScript that show times in
-//! the viewer's time zone. Every button is a form POST carrying the
-//! session's CSRF token, and calls the same action as the API: the buttons
-//! are one table (`PAGE_ACTIONS`) served by one handler.
+//! escaped), a stylesheet and a little JavaScript (times in the viewer's
+//! time zone and how long ago, confirmations, "select all"); each page
+//! reads and works without it. Every button is a form POST carrying the
+//! session's CSRF token, and calls the same action as the API.
+//!
+//! # Layout
+//! - this file: the templates and their filters, the pages people read.
+//! - `session`: logging in and out, the CSRF check.
+//! - `chart`: the overview's chart.
+//! - `actions`: every button and form (one table, `PAGE_ACTIONS`, served by
+//!   one handler), bulk actions on the rows ticked in a list.
+//! - `webhook_form`: the webhook form, read into the API's JSON definition.
+//! - `filters`: how the templates show times and JSON bodies.
+
+mod actions;
+mod chart;
+mod filters;
+mod session;
+mod webhook_form;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -13,13 +28,18 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
+use chrono::Utc;
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
+use self::actions::{page_action, Fields, PAGE_ACTIONS};
+use self::chart::chart;
+use self::session::{csrf_checked, login, login_form, logout};
+use self::webhook_form::WebhookForm;
 use crate::api::parse_id;
 use crate::auth::{self, Actor, PageActor, Role};
+use crate::read;
 use crate::read::ListQuery;
-use crate::{act, read};
 use crate::{ApiError, Console};
 
 /// Minutes the overview's chart covers.
@@ -42,6 +62,10 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("deliveries.html", include_str!("templates/deliveries.html")),
         ("delivery.html", include_str!("templates/delivery.html")),
         ("dead.html", include_str!("templates/dead.html")),
+        (
+            "webhook_form.html",
+            include_str!("templates/webhook_form.html"),
+        ),
         ("error.html", include_str!("templates/error.html")),
     ] {
         env.add_template(name, source)
@@ -60,12 +84,20 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     });
     env.add_filter("urlencode", |s: String| path_segment(&s));
     env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
+    env.add_filter("when", |t: Value| filters::when(&t, Utc::now()));
+    env.add_filter("pretty_json", |s: String| filters::pretty_json(&s));
+    env.add_filter("bytes", |s: String| s.len());
     env
 });
 
 /// `s` as one URL path segment: everything but unreserved characters
-/// percent-encoded.
+/// percent-encoded. A segment that reads `new` is written `%6Eew`: the
+/// router takes that for the webhook named `new`, never for the "New
+/// webhook" form at `/webhooks/new`.
 fn path_segment(s: &str) -> String {
+    if s == "new" {
+        return "%6Eew".into();
+    }
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -83,7 +115,9 @@ pub fn router() -> Router<Arc<Console>> {
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
         .route("/webhooks", get(webhooks))
+        .route("/webhooks/new", get(new_webhook))
         .route("/webhooks/{name}", get(webhook))
+        .route("/webhooks/{name}/edit", get(edit_webhook))
         .route("/deliveries", get(deliveries))
         .route("/deliveries/{id}", get(delivery))
         .route("/dead-letters", get(dead_letters))
@@ -92,13 +126,15 @@ pub fn router() -> Router<Arc<Console>> {
     PAGE_ACTIONS
         .into_iter()
         .fold(pages, |pages, (path, action)| {
-            let handler =
-                move |State(c): State<Arc<Console>>,
-                      visitor: PageActor,
-                      Path(on): Path<String>,
-                      Form(form): Form<HashMap<String, String>>| {
-                    page_action(action, c, visitor, on, form)
-                };
+            // `on` names what the action acts on; a bulk action names
+            // nothing in its path.
+            let handler = move |State(c): State<Arc<Console>>,
+                                visitor: PageActor,
+                                on: Option<Path<String>>,
+                                Form(form): Form<Vec<(String, String)>>| {
+                let on = on.map(|Path(on)| on).unwrap_or_default();
+                page_action(action, c, visitor, on, Fields(form))
+            };
             pages.route(path, post(handler))
         })
 }
@@ -122,30 +158,44 @@ struct Who {
 }
 
 /// What every page passes to the layout.
-struct Page<'a> {
-    title: &'a str,
-    section: &'a str,
+#[derive(Clone)]
+struct Page {
+    title: String,
+    section: &'static str,
     actor: Actor,
     csrf: String,
     notice: Option<String>,
+    /// Why what was asked was refused, above the content.
+    problem: Option<String>,
     q: Option<String>,
 }
 
-impl Page<'_> {
-    fn new<'a>(
-        title: &'a str,
-        section: &'a str,
+impl Page {
+    fn new(
+        title: impl Into<String>,
+        section: &'static str,
         visitor: &PageActor,
         console: &Console,
         actor: Actor,
-    ) -> Page<'a> {
+    ) -> Page {
         Page {
-            title,
+            title: title.into(),
             section,
             actor,
             csrf: console.tokens.csrf_for(&visitor.session),
             notice: None,
+            problem: None,
             q: None,
+        }
+    }
+
+    /// The same visitor's page, under another title (an action answering
+    /// with a page of its own).
+    fn retitled(&self, title: String, section: &'static str) -> Page {
+        Page {
+            title,
+            section,
+            ..self.clone()
         }
     }
 
@@ -173,9 +223,10 @@ impl Page<'_> {
     fn wrap(&self, content: String) -> Response {
         in_layout(
             context! {
-                title => self.title,
+                title => &self.title,
                 section => self.section,
                 notice => &self.notice,
+                problem => &self.problem,
                 q => &self.q,
                 actor => self.who(),
                 csrf => &self.csrf,
@@ -271,170 +322,6 @@ macro_rules! visitor {
     };
 }
 
-async fn login_form(visitor: PageActor) -> Response {
-    if visitor.actor.is_some() {
-        return Redirect::to("/").into_response();
-    }
-    ask_login("/")
-}
-
-async fn login(
-    State(c): State<Arc<Console>>,
-    peer: Option<axum::Extension<hookfleet_core::runtime::http::Peer>>,
-    headers: axum::http::HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let given = form.get("token").map(|t| t.trim()).unwrap_or("");
-    let next = safe_next(form.get("next").map(String::as_str).unwrap_or("/")).to_string();
-    let peer = peer.map(|p| p.0 .0.ip());
-    if peer.and_then(|p| c.tokens.guesses.refused(p)).is_some() {
-        tracing::warn!("console login refused: too many wrong tokens from this address");
-        let mut r = ask_login(&next);
-        *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        return r;
-    }
-    let Some(actor) = c.tokens.actor_of(given) else {
-        if let Some(p) = peer {
-            c.tokens.guesses.wrong(p);
-        }
-        tracing::warn!("console login refused: wrong token");
-        tokio::time::sleep(auth::REFUSAL_DELAY).await;
-        let mut r = ask_login(&next);
-        *r.status_mut() = StatusCode::UNAUTHORIZED;
-        return r;
-    };
-    tracing::info!(actor = actor.name, "console login");
-    // Behind a TLS proxy (which says so), the cookie never travels in clear.
-    let behind_tls = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    let cookie = format!(
-        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
-        auth::COOKIE,
-        c.tokens.session_for(actor.role),
-        auth::SESSION_LIFE.as_secs(),
-        if behind_tls { "; Secure" } else { "" }
-    );
-    let mut r = Redirect::to(&next).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    r
-}
-
-/// Checks a form's CSRF token against the visitor's session.
-fn csrf_checked(
-    c: &Console,
-    visitor: &PageActor,
-    form: &HashMap<String, String>,
-) -> Result<(), ApiError> {
-    let given = form.get("csrf").map(String::as_str).unwrap_or("");
-    if c.tokens.csrf_ok(&visitor.session, given) {
-        Ok(())
-    } else {
-        tracing::warn!("console action refused: missing or wrong CSRF token");
-        Err(ApiError(
-            StatusCode::FORBIDDEN,
-            "the form's CSRF token is missing or stale; reload the page and try again".into(),
-        ))
-    }
-}
-
-async fn logout(
-    State(c): State<Arc<Console>>,
-    visitor: PageActor,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if csrf_checked(&c, &visitor, &form).is_err() {
-        return (StatusCode::FORBIDDEN, "missing or stale CSRF token").into_response();
-    }
-    // The cookie is dropped by the browser, and the session ended here, so
-    // a copy of it kept elsewhere opens nothing either.
-    c.tokens.revoke(&visitor.session);
-    if let Some(actor) = visitor.actor {
-        tracing::info!(actor = actor.name, "console logout");
-    }
-    let mut r = Redirect::to("/login").into_response();
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static(
-            "hookfleet_console=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-        ),
-    );
-    r
-}
-
-/// One bar of the overview's chart (SVG units).
-#[derive(Serialize)]
-struct Bar {
-    x: f64,
-    ok: i64,
-    failed: i64,
-    ok_y: f64,
-    ok_h: f64,
-    failed_y: f64,
-    failed_h: f64,
-    label: String,
-}
-
-#[derive(Serialize)]
-struct Chart {
-    width: u32,
-    height: u32,
-    bar: f64,
-    bars: Vec<Bar>,
-    peak: i64,
-    /// The first minute (RFC 3339), under the bars' left end.
-    first: String,
-    total_ok: i64,
-    total_failed: i64,
-}
-
-/// Stacked bars, failures on top, scaled to the busiest minute.
-fn chart(minutes: &[hookfleet_core::store::deliveries::MinuteCount]) -> Chart {
-    const W: u32 = 600;
-    const H: u32 = 120;
-    let slot = W as f64 / minutes.len().max(1) as f64;
-    let peak = minutes.iter().map(|m| m.ok + m.failed).max().unwrap_or(0);
-    let scale = if peak > 0 {
-        H as f64 / peak as f64
-    } else {
-        0.0
-    };
-    let bars = minutes
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let ok_h = m.ok as f64 * scale;
-            let failed_h = m.failed as f64 * scale;
-            Bar {
-                x: i as f64 * slot,
-                ok: m.ok,
-                failed: m.failed,
-                ok_y: H as f64 - ok_h,
-                ok_h,
-                failed_y: H as f64 - ok_h - failed_h,
-                failed_h,
-                label: m.minute.format("%H:%M UTC").to_string(),
-            }
-        })
-        .collect();
-    Chart {
-        width: W,
-        height: H,
-        bar: (slot * 0.8).max(1.0),
-        bars,
-        peak,
-        first: minutes
-            .first()
-            .map(|m| m.minute.to_rfc3339())
-            .unwrap_or_default(),
-        total_ok: minutes.iter().map(|m| m.ok).sum(),
-        total_failed: minutes.iter().map(|m| m.failed).sum(),
-    }
-}
-
 async fn overview(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
     let actor = visitor!(visitor, "/");
     let page = Page::new("Overview", "overview", &visitor, &c, actor);
@@ -490,18 +377,22 @@ fn looks_like_event_id(text: &str) -> bool {
     }
 }
 
-/// Renders the rows of a delivery list (the table alone, for embedding).
+/// Renders the rows of a delivery list (the table alone, for embedding),
+/// with its "Retry selected" form, which comes back to `here`.
 fn delivery_table(
     page: &Page,
     rows: &[hookfleet_core::domain::DeliveryLog],
     next: Option<String>,
     heading: bool,
     f: &ListQuery,
+    here: &str,
 ) -> Result<String, minijinja::Error> {
     TEMPLATES.get_template("deliveries.html")?.render(context! {
         rows => Value::from_serialize(read::delivery_views(rows, page.actor)),
         next,
         heading,
+        here,
+        max_bulk => actions::MAX_BULK_IDS,
         f => context! {
             webhook => &f.webhook, status => &f.status, document => &f.document,
             event => &f.event, since => &f.since,
@@ -518,48 +409,141 @@ async fn webhook(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let actor = visitor!(visitor, &format!("/webhooks/{}", path_segment(&name)));
-    let title = format!("Webhook {name}");
-    let mut page = Page::new(&title, "webhooks", &visitor, &c, actor);
+    let mut page = Page::new(format!("Webhook {name}"), "webhooks", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
-    let w = match read::webhook(&c, &name, page.actor).await {
+    webhook_page(&c, &page, &name, TestPanel::default()).await
+}
+
+/// The test panel of a webhook's page: the document in its box (by
+/// default one of the webhook's entity type with only a name), and what
+/// Preview showed or why nothing was sent.
+#[derive(Serialize, Default)]
+struct TestPanel {
+    doc: Option<String>,
+    preview: Option<serde_json::Value>,
+    problem: Option<String>,
+}
+
+impl TestPanel {
+    fn preview(doc: String, preview: serde_json::Value) -> TestPanel {
+        TestPanel {
+            doc: Some(doc),
+            preview: Some(preview),
+            problem: None,
+        }
+    }
+
+    fn problem(doc: String, problem: String) -> TestPanel {
+        TestPanel {
+            doc: Some(doc),
+            preview: None,
+            problem: Some(problem),
+        }
+    }
+}
+
+/// The webhook `name`'s page: its definition and health, its buttons, the
+/// test panel as `panel` says, and its latest deliveries.
+async fn webhook_page(c: &Console, page: &Page, name: &str, panel: TestPanel) -> Response {
+    let page = page.retitled(format!("Webhook {name}"), "webhooks");
+    let w = match read::webhook(c, name, page.actor).await {
         Ok(v) => v,
         Err(e) => return error_page(&page, e),
     };
     let list = ListQuery {
-        webhook: Some(name.clone()),
+        webhook: Some(name.to_string()),
         limit: Some(WEBHOOK_PAGE_ROWS),
         ..ListQuery::default()
     };
-    let rows = match read::deliveries(&c, &list).await {
+    let rows = match read::deliveries(c, &list).await {
         Ok(r) => r,
         Err(e) => return error_page(&page, e),
     };
+    let here = format!("/webhooks/{}", path_segment(name));
     let next = (rows.len() as i64 == WEBHOOK_PAGE_ROWS).then(|| {
         format!(
             "/deliveries?webhook={}&before={}",
-            path_segment(&name),
+            path_segment(name),
             rows.last().map_or(0, |r| r.id)
         )
     });
-    let table = match delivery_table(&page, &rows, next, false, &list) {
+    let table = match delivery_table(&page, &rows, next, false, &list, &here) {
         Ok(t) => t,
         Err(e) => return failed(&e),
     };
+    let doc = panel.doc.unwrap_or_else(|| {
+        let entity_type = w["entity_type"].as_str().unwrap_or_default();
+        let sample = hookfleet_admin::preview::default_sample_doc(entity_type);
+        serde_json::to_string_pretty(&sample).unwrap_or_default()
+    });
     page.render(
         "webhook.html",
         context! {
-            w => Value::from_serialize(w),
+            w => Value::from_serialize(&w),
             deliveries => Value::from_safe_string(table),
+            test => context! {
+                doc,
+                preview => panel.preview.map(|p| Value::from_serialize(&p)),
+                problem => panel.problem,
+            },
         },
     )
 }
 
-/// A form's fields, and where to go afterwards (a local path only).
-fn back(form: &HashMap<String, String>, default: String) -> String {
-    form.get("back")
-        .map(|b| safe_next(b).to_string())
-        .filter(|b| b != "/")
-        .unwrap_or(default)
+/// The "New webhook" form (the full token only).
+async fn new_webhook(State(c): State<Arc<Console>>, visitor: PageActor) -> Response {
+    let actor = visitor!(visitor, "/webhooks/new");
+    let page = Page::new("New webhook", "webhooks", &visitor, &c, actor);
+    if let Err(e) = actor.may_act() {
+        return error_page(&page, e);
+    }
+    webhook_form_page(&page, &WebhookForm::blank(), None, None, StatusCode::OK)
+}
+
+/// A webhook's "Edit" form, filled from it (the full token only).
+async fn edit_webhook(
+    State(c): State<Arc<Console>>,
+    visitor: PageActor,
+    Path(name): Path<String>,
+) -> Response {
+    let actor = visitor!(visitor, &format!("/webhooks/{}/edit", path_segment(&name)));
+    let page = Page::new(format!("Edit {name}"), "webhooks", &visitor, &c, actor);
+    if let Err(e) = actor.may_act() {
+        return error_page(&page, e);
+    }
+    match read::webhook(&c, &name, actor).await {
+        Ok(w) => {
+            let form = WebhookForm::of_view(&w);
+            webhook_form_page(&page, &form, Some(&name), None, StatusCode::OK)
+        }
+        Err(e) => error_page(&page, e),
+    }
+}
+
+/// The webhook form: a new webhook's (`editing` None) or the webhook
+/// `editing`'s, filled from `form`, with `problem` (why it was refused)
+/// above it, answered with `status`.
+fn webhook_form_page(
+    page: &Page,
+    form: &WebhookForm,
+    editing: Option<&str>,
+    problem: Option<String>,
+    status: StatusCode,
+) -> Response {
+    let title = match editing {
+        Some(name) => format!("Edit {name}"),
+        None => "New webhook".into(),
+    };
+    let mut page = page.retitled(title, "webhooks");
+    page.problem = problem;
+    let mut r = page.render(
+        "webhook_form.html",
+        context! { form => Value::from_serialize(form), editing },
+    );
+    if r.status().is_success() {
+        *r.status_mut() = status;
+    }
+    r
 }
 
 /// After an action: back to the page, saying what happened.
@@ -583,122 +567,6 @@ fn notice_of(c: &Console, visitor: &PageActor, q: &HashMap<String, String>) -> O
         .then(|| notice.clone())
 }
 
-/// A button of the pages: a form POST to its path, whose one parameter
-/// names what it acts on (a webhook, a delivery, a dead letter), carrying
-/// the session's CSRF token. It runs the same action as the API (`act`:
-/// the role check and the audit line) and goes back to a page with a
-/// notice saying what happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PageAction {
-    Pause,
-    Resume,
-    Retry,
-    DeadRequeue,
-    DeadPurge,
-}
-
-/// Every page action, as the API has [`crate::api::api_routes`]: the
-/// router serves each path with [`page_action`].
-const PAGE_ACTIONS: [(&str, PageAction); 5] = [
-    ("/webhooks/{name}/pause", PageAction::Pause),
-    ("/webhooks/{name}/resume", PageAction::Resume),
-    ("/deliveries/{id}/retry", PageAction::Retry),
-    ("/dead-letters/{id}/requeue", PageAction::DeadRequeue),
-    ("/dead-letters/{id}/purge", PageAction::DeadPurge),
-];
-
-impl PageAction {
-    /// The page to go back to: the one of what was acted on (pause and
-    /// resume, shown on the webhooks list too, go where the form's `back`
-    /// says, if it names a local page).
-    fn back(self, on: &str, form: &HashMap<String, String>) -> String {
-        match self {
-            PageAction::Pause | PageAction::Resume => {
-                back(form, format!("/webhooks/{}", path_segment(on)))
-            }
-            PageAction::Retry => format!("/deliveries/{}", path_segment(on)),
-            PageAction::DeadRequeue | PageAction::DeadPurge => "/dead-letters".into(),
-        }
-    }
-
-    /// Runs the action on `on` for `actor`, and says what happened.
-    async fn run(
-        self,
-        c: &Console,
-        actor: Actor,
-        on: &str,
-        form: &HashMap<String, String>,
-    ) -> Result<String, ApiError> {
-        match self {
-            PageAction::Pause => {
-                let reason = form
-                    .get("reason")
-                    .map(|r| r.trim())
-                    .filter(|r| !r.is_empty());
-                act::pause(c, actor, on, reason).await?;
-                Ok(format!("Paused {on}."))
-            }
-            PageAction::Resume => {
-                let v = act::resume(c, actor, on).await?;
-                Ok(format!(
-                    "Resumed {on}: {} due deliveries, {} enqueued now.",
-                    v.due, v.enqueued
-                ))
-            }
-            PageAction::Retry => {
-                let force = form.get("force").is_some_and(|f| f == "true");
-                let v = act::retry(c, actor, parse_id(on)?, force).await?;
-                Ok(format!(
-                    "Replayed: {} → Failed, due now ({}).",
-                    v.previous_status, v.note
-                ))
-            }
-            PageAction::DeadRequeue => {
-                act::dead_requeue(c, actor, on).await?;
-                Ok(format!("Requeued {on}."))
-            }
-            PageAction::DeadPurge => {
-                act::dead_purge(c, actor, on).await?;
-                Ok(format!("Purged {on}."))
-            }
-        }
-    }
-}
-
-/// Serves every page action: the visitor logged in, the form's CSRF token
-/// right, then the action, then back to its page with a signed notice (or
-/// the error's page).
-async fn page_action(
-    action: PageAction,
-    c: Arc<Console>,
-    visitor: PageActor,
-    on: String,
-    form: HashMap<String, String>,
-) -> Response {
-    let to = action.back(&on, &form);
-    let Some(actor) = visitor.actor else {
-        return (StatusCode::UNAUTHORIZED, "log in first").into_response();
-    };
-    if form
-        .iter()
-        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
-    {
-        return (
-            StatusCode::BAD_REQUEST,
-            "a NUL character is not allowed in a form",
-        )
-            .into_response();
-    }
-    let page = Page::new("Refused", "", &visitor, &c, actor);
-    if let Err(e) = csrf_checked(&c, &visitor, &form) {
-        return error_page(&page, e);
-    }
-    match action.run(&c, actor, &on, &form).await {
-        Ok(notice) => done(&c, &visitor, &to, &notice),
-        Err(e) => error_page(&page, e),
-    }
-}
-
 async fn deliveries(
     State(c): State<Arc<Console>>,
     visitor: PageActor,
@@ -707,6 +575,7 @@ async fn deliveries(
     let actor = visitor!(visitor, "/deliveries");
     let mut page = Page::new("Deliveries", "deliveries", &visitor, &c, actor);
     let q = q.map(|Query(q)| q).unwrap_or_default();
+    page.notice = notice_of(&c, &visitor, &q);
     let get = |k: &str| {
         q.get(k)
             .map(|v| v.trim().to_string())
@@ -760,21 +629,31 @@ async fn deliveries(
             Err(e) => return error_page(&page, e),
         }
     }
-    let next = (rows.len() as i64 == crate::DEFAULT_LIST_LIMIT).then(|| {
-        let mut params: Vec<(String, String)> = q
-            .iter()
-            .filter(|(k, _)| k.as_str() != "before")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        params.sort();
-        params.push(("before".into(), rows.last().map_or(0, |r| r.id).to_string()));
+    // This list's filters (not a notice's), for the next page and for
+    // coming back here after "Retry selected".
+    let mut params: Vec<(String, String)> = q
+        .iter()
+        .filter(|(k, _)| !["before", "done", "sig"].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    params.sort();
+    let url_of = |params: &[(String, String)]| {
         let query: Vec<String> = params
             .iter()
             .map(|(k, v)| format!("{}={}", path_segment(k), path_segment(v)))
             .collect();
-        format!("/deliveries?{}", query.join("&"))
+        if query.is_empty() {
+            "/deliveries".to_string()
+        } else {
+            format!("/deliveries?{}", query.join("&"))
+        }
+    };
+    let here = url_of(&params);
+    let next = (rows.len() as i64 == crate::DEFAULT_LIST_LIMIT).then(|| {
+        params.push(("before".into(), rows.last().map_or(0, |r| r.id).to_string()));
+        url_of(&params)
     });
-    let table = match delivery_table(&page, &rows, next, true, &list) {
+    let table = match delivery_table(&page, &rows, next, true, &list, &here) {
         Ok(t) => t,
         Err(e) => return failed(&e),
     };
@@ -789,16 +668,24 @@ async fn delivery(
 ) -> Response {
     let actor = visitor!(visitor, &format!("/deliveries/{}", path_segment(&id)));
     let title = format!("Delivery {id}");
-    let mut page = Page::new(&title, "deliveries", &visitor, &c, actor);
+    let mut page = Page::new(title, "deliveries", &visitor, &c, actor);
     page.notice = notice_of(&c, &visitor, &q);
     let id = match parse_id(&id) {
         Ok(id) => id,
         Err(e) => return error_page(&page, e),
     };
-    match read::delivery_view(&c, id, page.actor).await {
-        Ok(d) => page.render("delivery.html", context! { d => Value::from_serialize(d) }),
-        Err(e) => error_page(&page, e),
-    }
+    let (row, attempts) = match read::delivery(&c, id).await {
+        Ok(found) => found,
+        Err(e) => return error_page(&page, e),
+    };
+    let headers = read::sent_headers(&c, &row).await;
+    page.render(
+        "delivery.html",
+        context! {
+            d => Value::from_serialize(read::view_of(&row, &attempts, page.actor)),
+            headers => Value::from_serialize(&headers),
+        },
+    )
 }
 
 async fn dead_letters(
@@ -877,10 +764,15 @@ mod tests {
         let mut posted = std::collections::BTreeSet::new();
         for name in TEMPLATES.templates().map(|(name, _)| name) {
             let source = TEMPLATES.get_template(name).unwrap().source().to_string();
-            for form in source.split("method=\"post\" action=\"").skip(1) {
-                let action = &form[..form.find('"').unwrap()];
-                if !["/login", "/logout"].contains(&action) {
-                    posted.insert(generic(action));
+            // A form's action, and a button's own (`formaction`).
+            for marker in ["method=\"post\" action=\"", "formaction=\""] {
+                for form in source.split(marker).skip(1) {
+                    let action = &form[..form.find('"').unwrap()];
+                    // Where the answer scrolls to is no part of the path.
+                    let action = action.split('#').next().unwrap();
+                    if !["/login", "/logout"].contains(&action) {
+                        posted.insert(generic(action));
+                    }
                 }
             }
         }
@@ -893,5 +785,6 @@ mod tests {
     fn a_path_segment_escapes_everything_but_unreserved_characters() {
         assert_eq!(path_segment("a b/c?d"), "a%20b%2Fc%3Fd");
         assert_eq!(path_segment("orders-v2_x.y~"), "orders-v2_x.y~");
+        assert_eq!(path_segment("new"), "%6Eew", "never the form's path");
     }
 }

@@ -3,13 +3,18 @@
 //! `redact`), and the delivery list's filters as both take them
 //! ([`ListQuery`]).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use hookfleet_admin::views::DeliveryView;
+use hookfleet_admin::views::{DeliveryView, WebhookView};
 use hookfleet_admin::{deliveries, webhooks};
 use hookfleet_core::domain::{DeliveryAttempt, DeliveryLog, DeliveryStatus, Webhook};
+use hookfleet_core::domain::{
+    HEADER_FRAPPE_SIGNATURE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+};
+use hookfleet_core::error::StoreError;
 use hookfleet_core::store::deliveries::ListFilter;
+use hookfleet_core::store::health::Health;
 
 use crate::auth::Actor;
 use crate::redact::for_actor;
@@ -37,9 +42,83 @@ pub async fn webhook_of(c: &Console, w: Webhook, actor: Actor) -> Result<Value, 
 /// A delivery with every attempt, as `actor` may see it.
 pub async fn delivery_view(c: &Console, id: i64, actor: Actor) -> Result<Value, ApiError> {
     let (row, attempts) = delivery(c, id).await?;
-    let mut view = DeliveryView::new(&row);
+    Ok(view_of(&row, &attempts, actor))
+}
+
+/// `row` with its `attempts`, as `actor` may see it.
+pub fn view_of(row: &DeliveryLog, attempts: &[DeliveryAttempt], actor: Actor) -> Value {
+    let mut view = DeliveryView::new(row);
     view.attempt_log = Some(attempts.iter().collect());
-    Ok(for_actor(&view, actor))
+    for_actor(&view, actor)
+}
+
+/// A header a delivery's request carries, as its page shows it.
+#[derive(Serialize)]
+pub struct SentHeader {
+    pub key: String,
+    pub value: String,
+    /// Where it comes from, when not from the stored request.
+    pub from: Option<&'static str>,
+}
+
+/// Every header `row`'s request carries: those stored with it (values
+/// hidden as its view hides them), the webhook's own, added at each
+/// attempt as they are then (so as they are now; values hidden), and those
+/// each attempt makes (its id, its time, the signatures).
+pub async fn sent_headers(c: &Console, row: &DeliveryLog) -> Vec<SentHeader> {
+    let mut out: Vec<SentHeader> = DeliveryView::new(row)
+        .headers
+        .into_iter()
+        .map(|h| SentHeader {
+            key: h.key,
+            value: h.value,
+            from: None,
+        })
+        .collect();
+    // The webhook as it is now, if it is still the one that made the row
+    // (not deleted, nor another of that name since). Read failing, the
+    // page shows the row's own headers and says so in the log.
+    let hook = match row.webhook_id {
+        Some(id) => match webhooks::get(&c.store, &row.webhook_name).await {
+            Ok(w) => Some(w).filter(|w| w.id == id),
+            Err(StoreError::NotFound(_)) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, delivery = row.id, "the webhook's headers could not be read");
+                None
+            }
+        },
+        None => None,
+    };
+    let signed = hook.as_ref().is_some_and(|w| w.secret.is_some());
+    if let Some(w) = &hook {
+        let stored: Vec<String> = out.iter().map(|h| h.key.to_ascii_lowercase()).collect();
+        out.extend(
+            WebhookView::new(w, Health::default(), false)
+                .headers
+                .into_iter()
+                .filter(|h| !stored.contains(&h.key.to_ascii_lowercase()))
+                .map(|h| SentHeader {
+                    key: h.key,
+                    value: h.value,
+                    from: Some("the webhook's, at each attempt"),
+                }),
+        );
+    }
+    out.push(SentHeader {
+        key: HEADER_ID.into(),
+        value: row.event_id.clone(),
+        from: Some("the event id"),
+    });
+    let mut per_attempt = vec![HEADER_TIMESTAMP];
+    if signed {
+        per_attempt.extend([HEADER_SIGNATURE, HEADER_FRAPPE_SIGNATURE]);
+    }
+    out.extend(per_attempt.into_iter().map(|key| SentHeader {
+        key: key.into(),
+        value: hookfleet_admin::preview::SET_WHEN_SENT.into(),
+        from: Some("made at each attempt"),
+    }));
+    out
 }
 
 /// Deliveries as `actor` may see them.

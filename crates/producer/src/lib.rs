@@ -15,12 +15,14 @@
 //!
 //! # Layout
 //! - [`emit`]: [`Producer`], [`Event`], [`Batch`] and what an emit reports.
+//! - [`emit_to`]: an event emitted to one webhook alone (a test send).
 //! - [`lines`]: emitting a file of newline-delimited events in batches.
 //! - [`catalog`]: the cache of enabled webhooks, invalidated on any change.
 //! - [`ingest`]: the HTTP ingest (`hookfleet-producer serve`).
 
 pub mod catalog;
 pub mod emit;
+pub mod emit_to;
 pub mod ingest;
 pub mod lines;
 
@@ -28,4 +30,5 @@ pub use emit::{
     Batch, Delivery, EmitError, EmitReport, Event, EventField, InvalidEvent, Producer,
     ProducerConfig, TransitionFailure, WORKFLOW_TRANSITION,
 };
+pub use emit_to::{EmitToError, EmittedTo};
 pub use lines::{LinesError, LinesReport};
