@@ -5,11 +5,11 @@
 //! message that says why, nothing written. Then one definition's round trip
 //! through every command.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use hookfleet_admin::limits::{MAX_NAME_LEN, MAX_RETRIES_LIMIT};
 use hookfleet_core::store::webhooks;
-use hookfleet_testkit::{webhook_add_args, Run, TestEnv, ENTITY, NOWHERE};
+use hookfleet_testkit::{webhook_add_args, Run, TempFile, TestEnv, ENTITY, NOWHERE};
 
 /// A signing secret, for the round trip (it comes back only as `signed`).
 const SECRET: &str = "S3CR3T-VALUE-123";
@@ -135,6 +135,91 @@ fn webhook_add_refuses_a_body_template_that_does_not_render_to_json_on_the_sampl
         ],
         &["did not render to json", "SAMPLE-0001"],
     );
+}
+
+#[test]
+fn webhook_add_refuses_a_filter_or_utils_function_that_does_not_exist_whatever_the_document() {
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--body-template",
+            r#"{"a": {{ doc.taxes[0].rate | no_such_filter }}}"#,
+        ],
+        &["unknown filter", "no_such_filter"],
+    );
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--body-template",
+            r#"{"a": {{ utils.no_such_function(doc.total) }}}"#,
+        ],
+        &["utils has no function named no_such_function"],
+    );
+}
+
+#[test]
+fn webhook_add_refuses_a_template_past_a_limit_even_on_the_sample() {
+    assert_add_refused(
+        &[
+            "--url",
+            "http://127.0.0.1/x",
+            "--body-template",
+            r#"[{% for i in range(5000) %}{{ i }},{% endfor %}0]"#,
+        ],
+        &["range of 5000 numbers"],
+    );
+}
+
+/// Frappe checks only that a template compiles: one that needs a value a
+/// document with only a name lacks (a child row, a number) is a working
+/// webhook, and is stored; a real document without the value fails its own
+/// row, with the reason. A sample document given is one the author vouches
+/// for: there the same failure is refused.
+#[test]
+fn a_template_that_needs_a_value_the_sample_lacks_is_stored_and_fails_only_the_rows_without_it() {
+    let env = TestEnv::new();
+    let body = r#"{"tax_rate": {{ doc.taxes[0].rate }}, "per_cent": {{ doc.grand_total / 100 }}}"#;
+    let run = add(
+        &env,
+        "taxes",
+        ENTITY,
+        "on_submit",
+        &["--body-template", body],
+    );
+    assert_eq!(run.code, Some(0), "{run}");
+
+    let file = |v: Value| TempFile::new(v.to_string());
+    let doc = file(json!({
+        "doctype": ENTITY, "name": "SO-1", "grand_total": 1250,
+        "taxes": [{"rate": 9.0}],
+    }));
+    let preview = env.cli(&["webhook", "preview", "taxes", "--doc", doc.path(), "--json"]);
+    assert_eq!(preview.code, Some(0), "{preview}");
+    let shown: Value = serde_json::from_str(&preview.stdout).expect("JSON");
+    let sent: Value = serde_json::from_str(shown["body"].as_str().expect("a body")).expect("JSON");
+    assert_eq!(sent, json!({"tax_rate": 9.0, "per_cent": 12.5}));
+
+    let doc = file(json!({"doctype": ENTITY, "name": "SO-2", "grand_total": 1250}));
+    let preview = env.cli(&["webhook", "preview", "taxes", "--doc", doc.path(), "--json"]);
+    let shown: Value = serde_json::from_str(&preview.stdout).expect("JSON");
+    assert!(
+        shown["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("undefined")),
+        "{preview}"
+    );
+
+    let sample = file(json!({"doctype": ENTITY, "name": "SO-3"}));
+    let run = add(
+        &env,
+        "vouched",
+        ENTITY,
+        "on_submit",
+        &["--body-template", body, "--sample-doc", sample.path()],
+    );
+    assert_refused(&env, "a sample without the value", &run, "undefined", 1);
 }
 
 #[test]

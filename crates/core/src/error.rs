@@ -12,6 +12,13 @@
 pub enum RenderError {
     #[error("{0}")]
     Template(String),
+    /// A template failed for want of a value this document lacks (an
+    /// undefined field, a child row that is not there, none in arithmetic):
+    /// the document's fault as much as the template's, so validation on a
+    /// sample document with only a name lets it pass, as Frappe does; a
+    /// real document that gives it records the reason on its row.
+    #[error("{0}")]
+    WantsValue(String),
     /// A template used up its instructions (`what` names it).
     #[error("{what}: ran out of fuel (its limit of {limit} instructions)")]
     OutOfFuel { what: String, limit: u64 },

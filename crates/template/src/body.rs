@@ -5,9 +5,13 @@
 //! string literal (`"name": "{{ doc.name }}"`, the way Frappe's templates are
 //! written) it is string content (quotes, backslashes and control characters
 //! escaped; a list or an object as its JSON, escaped); anywhere else it is
-//! one JSON value (a string quoted; numbers, booleans, none as `null`, lists
-//! and objects as JSON). So no document value can close a string, add a key,
-//! add an element or change the body's structure.
+//! one JSON value (numbers, booleans, none as `null`, lists and objects as
+//! JSON; a string quoted, unless its text is a JSON number, `true`, `false`
+//! or `null`, which is that value, as Frappe reads its rendered text as
+//! JSON: `{{ doc.pincode }}` with "302001" is 302001, `{{ x | lower }}` with
+//! True is true). So no document value can close a string, add a key, add
+//! an element or change the body's structure: at most one scalar stands for
+//! another.
 //!
 //! The rewrite ([`rewrite_body`]) reads that position from the template's
 //! text and puts one of two filters on every `{{ … }}`; the renderer's
@@ -203,8 +207,32 @@ fn as_json_value(value: &JinjaValue, lenient: bool) -> Result<JinjaValue, miniji
     Ok(safe(match value.kind() {
         ValueKind::Undefined if lenient => "null".into(),
         ValueKind::Undefined => String::new(),
+        ValueKind::String => {
+            let text = value.as_str().unwrap_or_default();
+            match json_scalar(text) {
+                Some(literal) => literal.to_string(),
+                None => serde_json::to_string(text).map_err(json_error)?,
+            }
+        }
         _ => serde_json::to_string(value).map_err(json_error)?,
     }))
+}
+
+/// `text` as the one JSON scalar it spells (a number as JSON writes one,
+/// `true`, `false` or `null`, JSON's whitespace around it ignored), as
+/// Python's `json.loads` would read it in Frappe's rendered body; None for
+/// any other text (`007`, `+91`, `NaN`, `"a"`), which stays a string.
+fn json_scalar(text: &str) -> Option<&str> {
+    let t = text.trim_matches([' ', '\t', '\n', '\r']);
+    match t {
+        "true" | "false" | "null" => Some(t),
+        _ if t.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
+            && serde_json::from_str::<serde_json::Number>(t).is_ok() =>
+        {
+            Some(t)
+        }
+        _ => None,
+    }
 }
 
 /// A value inside a JSON string: its text (a string's own, anything else's
@@ -255,6 +283,38 @@ mod tests {
         assert_eq!(parsed.len(), 2, "{out}");
         assert_eq!(parsed["customer"], evil);
         assert_eq!(parsed["total"], 12.5);
+    }
+
+    #[test]
+    fn text_that_spells_a_json_scalar_is_that_scalar_where_frappe_reads_json() {
+        let parse = |t: &str, doc: Value| -> Value {
+            serde_json::from_str(&body(t, doc).unwrap()).expect("JSON")
+        };
+        let doc = serde_json::json!({
+            "pincode": "302001", "rate": " 12.50 ", "big": true, "huge": "123456789012345678901234567890",
+            "zip": "007001", "phone": "+91 98290", "nan": "NaN", "word": "true story",
+        });
+        let out = parse(
+            r#"{"zip": {{ doc.pincode }}, "rate": {{ doc.rate }}, "big": {{ doc.big | lower }},
+            "on": {{ "true" if doc.big else "false" }}, "none": {{ "null" }},
+            "huge": {{ doc.huge }}, "z": {{ doc.zip }}, "p": {{ doc.phone }}, "n": {{ doc.nan }},
+            "w": {{ doc.word }}, "q": "{{ doc.pincode }}"}"#,
+            doc,
+        );
+        assert_eq!(out["zip"], 302001);
+        assert_eq!(out["rate"], 12.5);
+        assert_eq!(out["big"], true);
+        assert_eq!(out["on"], true);
+        assert_eq!(out["none"], Value::Null);
+        assert!(out["huge"].is_number(), "{out}");
+        // Not JSON scalars: strings still (Frappe would send nothing).
+        assert_eq!(out["z"], "007001");
+        assert_eq!(out["p"], "+91 98290");
+        assert_eq!(out["n"], "NaN");
+        assert_eq!(out["w"], "true story");
+        // Inside quotes, text is text.
+        assert_eq!(out["q"], "302001");
+        assert_eq!(out.as_object().unwrap().len(), 11, "{out}");
     }
 
     #[test]

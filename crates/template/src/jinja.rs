@@ -39,6 +39,46 @@ const BODY: &str = "body";
 const URL: &str = "url";
 const CONDITION: &str = "condition";
 
+/// What marks an error as one of our limits (not a value the document
+/// lacks): refused at validation even on a sample document.
+#[derive(Debug)]
+struct OverLimit;
+
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a limit of hookfleet's")
+    }
+}
+
+impl std::error::Error for OverLimit {}
+
+/// An error saying `msg`, marked as a limit reached ([`OverLimit`]).
+fn over_limit(msg: String) -> minijinja::Error {
+    minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg).with_source(OverLimit)
+}
+
+/// `escape` (`e`) as Jinja's MarkupSafe writes it, so a body says what
+/// Frappe's would: `&`, `<`, `>`, `"` and `'` as `&amp;`, `&lt;`, `&gt;`,
+/// `&#34;` and `&#39;`; text already safe is left as it is.
+fn markupsafe_escape(value: JinjaValue) -> JinjaValue {
+    if value.is_safe() {
+        return value;
+    }
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    JinjaValue::from_safe_string(out)
+}
+
 /// `range` as in Jinja, capped at [`RANGE_LIMIT`] numbers.
 fn capped_range(
     lower: i64,
@@ -62,10 +102,9 @@ fn capped_range(
         0
     };
     if count > RANGE_LIMIT {
-        return Err(minijinja::Error::new(
-            minijinja::ErrorKind::InvalidOperation,
-            format!("range of {count} numbers; at most {RANGE_LIMIT}"),
-        ));
+        return Err(over_limit(format!(
+            "range of {count} numbers; at most {RANGE_LIMIT}"
+        )));
     }
     Ok(JinjaValue::from(
         (0..count as i64)
@@ -80,10 +119,9 @@ fn capped_range(
 /// exists.
 fn capped_count(filter: &str, count: usize) -> Result<(), minijinja::Error> {
     if count > RANGE_LIMIT {
-        return Err(minijinja::Error::new(
-            minijinja::ErrorKind::InvalidOperation,
-            format!("{filter} of {count}; at most {RANGE_LIMIT}"),
-        ));
+        return Err(over_limit(format!(
+            "{filter} of {count}; at most {RANGE_LIMIT}"
+        )));
     }
     Ok(())
 }
@@ -138,6 +176,8 @@ fn environment(lenient: bool) -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     env.add_function("range", capped_range);
     env.add_filter("batch", capped_batch);
+    env.add_filter("escape", markupsafe_escape);
+    env.add_filter("e", markupsafe_escape);
     env.add_filter("slice", capped_slice);
     crate::body::install(&mut env, lenient);
     env.set_formatter(move |out, state, value| formatter(out, state, value, lenient));
@@ -190,19 +230,92 @@ fn template_error(what: &'static str) -> impl Fn(minijinja::Error) -> RenderErro
             .replace(" (in body:1)", "")
             .replace(" (in url:1)", "")
             .replace(" (in condition:1)", "");
-        RenderError::Template(msg)
+        if wants_a_value(&e) {
+            RenderError::WantsValue(msg)
+        } else {
+            RenderError::Template(msg)
+        }
     }
+}
+
+/// Errors a template gives for want of what a document holds (a field, a
+/// row, a number where there is none), as opposed to what it says itself
+/// (its syntax, an unknown filter, function or method, its arguments' count):
+/// only the latter are refused before any document is seen, as Frappe's own
+/// validation refuses only what does not compile. A limit of ours
+/// ([`OverLimit`]) is never for want of a value.
+fn wants_a_value(e: &minijinja::Error) -> bool {
+    use minijinja::ErrorKind as K;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<OverLimit>() {
+            return false;
+        }
+        source = s.source();
+    }
+    matches!(
+        e.kind(),
+        K::UndefinedError
+            | K::InvalidOperation
+            | K::CannotUnpack
+            | K::BadSerialization
+            | K::NonKey
+            | K::NonPrimitive
+    )
 }
 
 fn describe_template_error(e: &minijinja::Error) -> String {
     let mut msg = e.to_string();
     let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
+        if !s.is::<OverLimit>() {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+        }
         source = s.source();
     }
     msg
+}
+
+/// Refuses a filter, test or `utils` function `source` names that `env`
+/// does not have, as Frappe's Jinja refuses one when a template is saved.
+fn check_names(env: &Environment<'static>, what: &str, source: &str) -> Result<(), RenderError> {
+    let names = crate::names::names(source);
+    let unknown = |probe: String, kind: minijinja::ErrorKind| {
+        env.render_str(&probe, ())
+            .err()
+            .is_some_and(|e| e.kind() == kind)
+    };
+    for f in names.filters {
+        if unknown(
+            format!("{{{{ none | {f} }}}}"),
+            minijinja::ErrorKind::UnknownFilter,
+        ) {
+            return Err(RenderError::Template(format!(
+                "{what}: unknown filter: filter {f} is unknown"
+            )));
+        }
+    }
+    for t in names.tests {
+        if unknown(
+            format!("{{{{ none is {t} }}}}"),
+            minijinja::ErrorKind::UnknownTest,
+        ) {
+            return Err(RenderError::Template(format!(
+                "{what}: unknown test: test {t} is unknown"
+            )));
+        }
+    }
+    if let Some(u) = names
+        .utils
+        .iter()
+        .find(|u| !crate::frappe::has_utils_function(u))
+    {
+        return Err(RenderError::Template(format!(
+            "{what}: unknown function: utils has no function named {u}"
+        )));
+    }
+    Ok(())
 }
 
 /// A sink that refuses to grow past `limit` bytes, so a template that would
@@ -256,6 +369,16 @@ impl Compiled {
             }
         }
         let mut env = environment(t.lenient);
+        if t.lenient {
+            // Validation: what the templates name is checked before any
+            // document is (a value the sample lacks may stop the render
+            // before it reaches a misspelt filter).
+            for (what, source) in [("body template", &t.body), ("URL template", &t.url)] {
+                if let Some(source) = source {
+                    check_names(&env, what, source)?;
+                }
+            }
+        }
         if let Some(body) = &t.body {
             // The source as written is parsed first, so that a syntax error
             // is reported as the author wrote it (line and all), not as the
@@ -339,7 +462,7 @@ impl Compiled {
                 // document with only a name): it compiled, which is what
                 // validation asks; `webhook preview` tries it on a real one.
                 // A condition that runs out of fuel is refused even here.
-                Err(RenderError::Template(_)) if self.validation => {}
+                Err(RenderError::Template(_) | RenderError::WantsValue(_)) if self.validation => {}
                 Err(e) => return Err(e),
             }
         }
@@ -401,5 +524,33 @@ mod tests {
         );
         assert!(capped_range(0, Some(RANGE_LIMIT as i64 + 1), None).is_err());
         assert!(capped_range(0, Some(5), Some(0)).is_err());
+    }
+
+    fn render(src: &str) -> String {
+        environment(false)
+            .render_str(src, ())
+            .unwrap_or_else(|e| panic!("{src}: {e:#}"))
+    }
+
+    /// Values Python's Jinja gives (Frappe's templates, run by Frappe).
+    #[test]
+    fn round_and_escape_write_what_jinja_in_python_writes() {
+        for (src, python) in [
+            ("{{ 2.5 | round }}", "2.0"),
+            ("{{ 3.5 | round }}", "4.0"),
+            ("{{ 0.125 | round(2) }}", "0.12"),
+            ("{{ 12500.5 | round | int }}", "12500"),
+            ("{{ 7 | round }}", "7"),
+            ("{{ 2.1 | round(0, 'ceil') }}", "3.0"),
+            ("{{ 2.19 | round(1, 'floor') }}", "2.1"),
+            (
+                r#"{{ 'a "b" <c> & \'d\'' | e }}"#,
+                "a &#34;b&#34; &lt;c&gt; &amp; &#39;d&#39;",
+            ),
+        ] {
+            assert_eq!(render(src), python, "{src}");
+        }
+        let refused = environment(false).render_str("{{ 2.5 | round(0, 'up') }}", ());
+        assert!(refused.is_err_and(|e| e.to_string().contains("common, ceil or floor")));
     }
 }

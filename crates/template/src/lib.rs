@@ -34,6 +34,7 @@ mod body;
 mod confine;
 mod frappe;
 mod jinja;
+mod names;
 mod pyexpr;
 pub mod sandbox;
 

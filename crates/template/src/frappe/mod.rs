@@ -53,8 +53,9 @@
 //!   a bare date). Fractional days, hours, minutes or seconds are summed in
 //!   an f64 and rounded to the microsecond once (Python's timedelta is exact
 //!   to the microsecond at every step; only the last digit can differ).
-//! - `fmt_money` has no database: the symbol is the currency code given
-//!   (`USD 1,234.50`), always on the left and never hidden, a currency's
+//! - `fmt_money` has no database: the symbol is the one a Frappe site's
+//!   Currency records hold for the common currencies (`$ 1,234.50`), else
+//!   the code (`RUB 1,234.50`), always on the left and never hidden, a currency's
 //!   fraction units are taken as 100, and the number format is `#,###.##`
 //!   unless `format=` names another of Frappe's (the site's `number_format`
 //!   and `currency_precision` settings are unknown here). A non-finite
@@ -234,6 +235,12 @@ impl Object for Function {
 }
 
 /// Every function of `utils`, with Frappe's parameter names.
+/// Whether `utils.<name>` is one of the functions Frappe's safe globals
+/// give templates that hookfleet has.
+pub(crate) fn has_utils_function(name: &str) -> bool {
+    SIGNATURES.iter().any(|s| s.name == name)
+}
+
 static SIGNATURES: &[Signature] = &[
     sig("now", &[], 0, |_| {
         Ok(Value::from(fmt_datetime_full(now_local())))

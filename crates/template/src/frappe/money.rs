@@ -1,5 +1,7 @@
-//! `fmt_money`: an amount with Frappe's number formats and the currency code, without the
-//! database Frappe reads a currency's symbol and fraction units from.
+//! `fmt_money`: an amount with Frappe's number formats and the currency's symbol, without the
+//! database Frappe reads a currency's symbol and fraction units from: the symbols of the
+//! currencies a Frappe site is set up with ([`symbol_of`]), and the code for the others, as
+//! Frappe writes a currency that has none.
 
 use minijinja::value::{Value, ValueKind};
 use minijinja::Error;
@@ -25,6 +27,43 @@ fn number_format_info(format: &str) -> (&'static str, &'static str, usize) {
     }
 }
 
+/// The symbol a Frappe site shows for the currency `code` (its Currency
+/// records, made at setup for each country's currency); None for one it
+/// has no symbol for (Frappe then writes the code: RUB, CNY, KRW, …) or
+/// that we do not list.
+fn symbol_of(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "USD" | "AUD" | "CAD" | "NZD" | "SGD" | "HKD" | "MXN" | "ARS" | "CLP" | "COP" => "$",
+        "EUR" => "€",
+        "GBP" => "£",
+        "INR" => "₹",
+        "JPY" => "¥",
+        "BRL" => "R$",
+        "ZAR" => "R",
+        "CHF" => "Fr",
+        "SEK" | "NOK" | "DKK" => "kr",
+        "PLN" => "zł",
+        "CZK" => "Kč",
+        "HUF" => "Ft",
+        "TRY" => "₺",
+        "ILS" => "₪",
+        "UAH" => "₴",
+        "NGN" => "₦",
+        "GHS" => "₵",
+        "KES" | "UGX" => "Sh",
+        "PHP" => "₱",
+        "THB" => "฿",
+        "IDR" => "Rp",
+        "MYR" => "RM",
+        "PKR" | "NPR" => "₨",
+        "LKR" => "Rs",
+        "BDT" => "৳",
+        "AED" => "د.إ",
+        "SAR" => "ر.س",
+        _ => return None,
+    })
+}
+
 /// Python's `x % 1.0` (the result takes the divisor's sign).
 fn py_mod1(x: f64) -> f64 {
     let m = x % 1.0;
@@ -36,8 +75,8 @@ fn py_mod1(x: f64) -> f64 {
 }
 
 /// `fmt_money(amount, precision=None, currency=None, format=None)`: the
-/// amount with group separators (`1,234.50`), the currency code in front
-/// when given.
+/// amount with group separators (`1,234.50`), the currency's symbol (or
+/// code) in front when given.
 pub(super) fn fmt_money(b: &Bound) -> Result<Value, Error> {
     let number_format = match b.given(3).filter(|v| v.is_true()) {
         Some(v) => py_str_any(b, v)?,
@@ -111,7 +150,8 @@ pub(super) fn fmt_money(b: &Bound) -> Result<Value, Error> {
         text.insert(0, '-');
     }
     if let Some(currency) = currency {
-        text = format!("{currency} {text}");
+        let shown = symbol_of(&currency).unwrap_or(&currency);
+        text = format!("{shown} {text}");
     }
     Ok(Value::from(text))
 }
@@ -121,12 +161,17 @@ mod tests {
     use crate::frappe::testing::assert_renders;
 
     /// Expected values computed with python3 running Frappe's fmt_money
-    /// (fraction units 100, no symbol table).
+    /// (fraction units 100; the symbols a site's Currency records hold).
     #[test]
     fn fmt_money_matches_frappe() {
         assert_renders(&[
             ("{{ utils.fmt_money(1234.5) }}", "1,234.50"),
-            (r#"{{ utils.fmt_money(1234.5, currency="USD") }}"#, "USD 1,234.50"),
+            (r#"{{ utils.fmt_money(1234.5, currency="USD") }}"#, "$ 1,234.50"),
+            (r#"{{ utils.fmt_money(1234.5, currency="EUR") }}"#, "€ 1,234.50"),
+            (r#"{{ utils.fmt_money(1234.5, currency="INR") }}"#, "₹ 1,234.50"),
+            // No symbol on a Frappe site (or none we know): the code.
+            (r#"{{ utils.fmt_money(1234.5, currency="RUB") }}"#, "RUB 1,234.50"),
+            (r#"{{ utils.fmt_money(1234.5, currency="XAU") }}"#, "XAU 1,234.50"),
             ("{{ utils.fmt_money(-1234.5) }}", "-1,234.50"),
             ("{{ utils.fmt_money(0) }} {{ utils.fmt_money(none) }} {{ utils.fmt_money(-0.001) }}", "0.00 0.00 0.00"),
             (r##"{{ utils.fmt_money(1234567.891, format="#,##,###.##") }}"##, "12,34,567.89"),

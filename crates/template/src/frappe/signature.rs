@@ -82,7 +82,7 @@ pub(super) fn call(name: &str, args: &[Value]) -> Result<Value, Error> {
     match SIGNATURES.iter().find(|s| s.name == name) {
         Some(signature) => (signature.run)(&bind(signature, args)?),
         None => Err(Error::new(
-            ErrorKind::InvalidOperation,
+            ErrorKind::UnknownFunction,
             format!("utils has no function named {}", shorten(name)),
         )),
     }
@@ -190,8 +190,19 @@ mod tests {
 
     #[test]
     fn unknown_function_is_named() {
+        // An unknown function, not a value the document lacks: refused
+        // when a webhook is added, whatever the sample document holds.
         for src in ["{{ utils.foo() }}", "{{ frappe.utils.foo(1, x=2) }}"] {
-            assert_fails(src, "utils has no function named foo");
+            let e = crate::frappe::testing::render_err(src);
+            assert_eq!(
+                e.kind(),
+                minijinja::ErrorKind::UnknownFunction,
+                "{src}: {e:#}"
+            );
+            assert!(
+                e.to_string().contains("utils has no function named foo"),
+                "{e}"
+            );
         }
     }
 

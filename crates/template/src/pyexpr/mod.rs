@@ -84,6 +84,7 @@ pub(crate) fn install(env: &mut minijinja::Environment<'static>) {
     env.add_function(ops::FLOORDIV, ops::floordiv);
     env.add_function(ops::MOD, ops::modulo);
     env.add_function(ops::ROUND, ops::round);
+    env.add_filter("round", ops::round_filter);
 }
 
 /// Why a condition could not be translated.

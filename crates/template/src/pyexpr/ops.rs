@@ -235,6 +235,48 @@ pub(super) fn round(x: Value, digits: Option<i64>) -> Result<Value, Error> {
     }
 }
 
+/// Jinja's `round` filter as Jinja (in Python) rounds: `common` is
+/// Python's `round(value, precision)` (ties to even, on the number's exact
+/// binary value: `2.5 | round` is 2.0, `0.125 | round(2)` is 0.12), `ceil`
+/// and `floor` round up or down at `precision` digits. A float comes back
+/// a float, as in Jinja; an integer rounded `common` stays one.
+pub(crate) fn round_filter(
+    value: Value,
+    precision: Option<i64>,
+    method: Option<String>,
+) -> Result<Value, Error> {
+    let digits = precision.unwrap_or(0);
+    if !(0..=MAX_ROUND_DIGITS).contains(&digits) {
+        return Err(fail(format!(
+            "round takes 0 to {MAX_ROUND_DIGITS} digits here, not {digits}"
+        )));
+    }
+    let n = num(&value).ok_or_else(|| fail(format!("cannot round {}", type_name(&value))))?;
+    match method.as_deref().unwrap_or("common") {
+        "common" => match n {
+            Num::Int(i) => Ok(Value::from(i)),
+            Num::Float(_) => round(value, Some(digits)),
+        },
+        m @ ("ceil" | "floor") => {
+            let f = match n {
+                Num::Int(i) => i as f64,
+                Num::Float(f) => f,
+            };
+            let scale = 10f64.powi(digits as i32);
+            let scaled = f * scale;
+            let r = if m == "ceil" {
+                scaled.ceil()
+            } else {
+                scaled.floor()
+            };
+            Ok(Value::from(r / scale))
+        }
+        other => Err(fail(format!(
+            "round's method must be common, ceil or floor, not {other:?}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::pyexpr::testing::truth;

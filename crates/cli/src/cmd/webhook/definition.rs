@@ -86,8 +86,10 @@ pub struct Definition {
     /// written N/s (e.g. 100/s; default: none).
     #[arg(long, value_name = "N/s", allow_hyphen_values = true)]
     rate_limit: Option<String>,
-    /// A JSON document to try the templates on (default: a document with only
-    /// doctype and name, where missing fields render as null).
+    /// A JSON document to try the templates on; any failure on it is
+    /// refused (default: a document with only doctype and name, where
+    /// missing fields render as null and a template that fails for want of
+    /// a value still passes, as in Frappe).
     #[arg(long, value_name = "FILE")]
     sample_doc: Option<String>,
 }
