@@ -654,3 +654,44 @@ fn utils_answer_in_the_site_time_zone() {
     assert_eq!(bad.code, Some(2), "{bad}");
     assert!(bad.stderr.contains("Mars/Olympus_Mons"), "{bad}");
 }
+
+/// At a terminal the import says how far its checking got; piped, it
+/// prints its report alone.
+#[test]
+fn the_import_shows_its_progress_at_a_terminal_and_nothing_else_when_piped() {
+    let env = TestEnv::new();
+    let docs: Vec<Value> = (1..=3)
+        .map(|i| {
+            json!({
+                "doctype": "Webhook", "name": format!("Hook {i}"),
+                "webhook_doctype": "Sales Order", "webhook_docevent": "on_submit",
+                "request_url": "http://127.0.0.1:9/x", "request_method": "POST",
+                "request_structure": "JSON", "webhook_json": "{\"n\": {{ doc.name | tojson }}}",
+                "enabled": 1,
+            })
+        })
+        .collect();
+    let file = TempFile::new(Value::from(docs).to_string());
+    let piped = env.cli(&["webhook", "import", file.path(), "--dry-run"]);
+    assert_eq!(piped.code, Some(0), "{piped}");
+    assert!(!piped.stderr.contains("checked"), "{piped}");
+
+    // `script` gives the command a terminal (util-linux, as on Debian).
+    let line = format!(
+        "{} webhook import {} --dry-run",
+        hookfleet_testkit::bin_path("hookfleet").display(),
+        file.path()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"]);
+    for (k, v) in env.envs() {
+        cmd.env(k, v);
+    }
+    let shown = hookfleet_testkit::run_with_stdin(cmd, None);
+    assert_eq!(shown.code, Some(0), "{shown}");
+    assert!(shown.stdout.contains("checked 1 of 3 webhooks"), "{shown}");
+    assert!(
+        shown.stdout.contains("Hook 3"),
+        "the report after it: {shown}"
+    );
+}

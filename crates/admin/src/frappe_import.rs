@@ -538,6 +538,20 @@ pub async fn import(
     dry_run: bool,
     atomic: bool,
 ) -> Result<Report, OpsError> {
+    import_with_progress(store, policy, docs, dry_run, atomic, |_, _| {}).await
+}
+
+/// [`import`], calling `checked(done, of)` after each document is checked
+/// (the slow part: its templates are tried in the renderers), for a
+/// command to show how far it got.
+pub async fn import_with_progress(
+    store: &Store,
+    policy: &NetworkPolicy,
+    docs: Vec<Value>,
+    dry_run: bool,
+    atomic: bool,
+    checked: impl Fn(usize, usize) + Send + 'static,
+) -> Result<Report, OpsError> {
     let (store, policy) = (store.clone(), policy.clone());
     // The documents are planned (validated, their templates tried) on a
     // blocking thread that dropping this future would not stop: a caller
@@ -547,7 +561,7 @@ pub async fn import(
     let _caller = CallerGone(left.clone());
     Ok(tokio::task::spawn_blocking(move || {
         let gone = || left.load(std::sync::atomic::Ordering::Relaxed);
-        import_blocking(&store, &policy, &docs, dry_run, atomic, &gone)
+        import_blocking(&store, &policy, &docs, dry_run, atomic, &gone, &checked)
     })
     .await?)
 }
@@ -569,6 +583,7 @@ fn import_blocking(
     dry_run: bool,
     atomic: bool,
     caller_gone: &dyn Fn() -> bool,
+    checked: &dyn Fn(usize, usize),
 ) -> Report {
     let mut outcomes = Vec::with_capacity(docs.len());
     let mut plans = Vec::with_capacity(docs.len());
@@ -610,6 +625,7 @@ fn import_blocking(
                 plans.push(None);
             }
         }
+        checked(i + 1, docs.len());
     }
     let refused = outcomes
         .iter()

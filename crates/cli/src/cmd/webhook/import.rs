@@ -56,7 +56,21 @@ pub async fn run(store: &Store, policy: &NetworkPolicy, args: ImportArgs) -> any
     let text = read_input(&args.file)?;
     let docs =
         frappe_import::documents(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file))?;
-    let r = frappe_import::import(store, policy, docs, args.dry_run, args.atomic).await?;
+    // At a terminal, how far the checking got (each document's templates
+    // are tried in the renderers); nothing when output goes elsewhere.
+    let progress = crate::ask::Progress::on_a_terminal();
+    let shown = progress.clone();
+    let r = frappe_import::import_with_progress(
+        store,
+        policy,
+        docs,
+        args.dry_run,
+        args.atomic,
+        move |done, of| shown.show(|| format!("checked {done} of {of} webhooks")),
+    )
+    .await;
+    progress.done();
+    let r = r?;
     report(&r.outcomes, args.json, r.held_back)?;
     let refused = r.refused();
     if refused > 0 {
