@@ -348,6 +348,8 @@ async fn importing_a_site_creates_then_updates_and_delivers() {
         .json();
     assert_eq!(shown["signed"], json!(true));
     assert_eq!(shown["timeout"], json!("7s"));
+    // Imported, it sends the bytes Frappe's sender would.
+    assert_eq!(shown["frappe_body"], json!(true));
 
     let doc = json!({"doctype": "Sales Order", "name": "SO-7", "customer": "Globex",
                      "docstatus": 1, "grand_total": 99.5});

@@ -21,6 +21,7 @@ fn body_template(body: &str) -> Templates {
         body: Some(body.into()),
         url: None,
         lenient: false,
+        python_text: false,
     }
 }
 

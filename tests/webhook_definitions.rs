@@ -664,3 +664,43 @@ fn a_misspelt_frappe_event_is_stored_with_a_warning_naming_the_one_meant() {
     assert_eq!(quiet.code, Some(0), "{quiet}");
     assert!(!quiet.stderr.contains("did you mean"), "{quiet}");
 }
+
+/// `--frappe-body` sends what Frappe's sender would: Python's text inside
+/// quotes and `json.dumps`'s bytes; `--no-frappe-body` goes back to
+/// hookfleet's own writing. The view says which.
+#[test]
+fn frappe_body_writes_the_bytes_frappes_sender_writes_and_can_be_turned_off() {
+    let env = TestEnv::new();
+    let body = r#"{"name":"{{ doc.customer }}","note":"{{ doc.note }}","total":{{ doc.total }}}"#;
+    let run = add(
+        &env,
+        "bytes",
+        ENTITY,
+        "on_submit",
+        &["--body-template", body, "--frappe-body"],
+    );
+    assert_eq!(run.code, Some(0), "{run}");
+    let doc = TempFile::new(
+        json!({"doctype": ENTITY, "name": "SO-1", "customer": "Müller", "note": null, "total": 14750.0})
+            .to_string(),
+    );
+    let preview = |env: &TestEnv| -> String {
+        let p = env.cli(&["webhook", "preview", "bytes", "--doc", doc.path(), "--json"]);
+        let v: Value = serde_json::from_str(&p.stdout).unwrap_or_else(|_| panic!("{p}"));
+        v["body"].as_str().expect("a body").to_string()
+    };
+    assert_eq!(
+        preview(&env),
+        r#"{"name": "M\u00fcller", "note": "None", "total": 14750.0}"#
+    );
+    let shown = env.cli(&["webhook", "show", "bytes", "--json"]);
+    let shown: Value = serde_json::from_str(&shown.stdout).expect("JSON");
+    assert_eq!(shown["frappe_body"], true);
+
+    let off = env.cli(&["webhook", "update", "bytes", "--no-frappe-body"]);
+    assert_eq!(off.code, Some(0), "{off}");
+    assert_eq!(
+        preview(&env),
+        r#"{"name":"Müller","note":"","total":14750.0}"#
+    );
+}

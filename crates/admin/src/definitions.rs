@@ -279,6 +279,7 @@ fn apply_field(spec: &mut WebhookSpec, field: Field, v: &Value) -> Result<(), Va
         Field::Url => spec.request_url = text(field, v)?,
         Field::DynamicUrl => spec.dynamic_url = boolean(field, v)?,
         Field::Enabled => spec.enabled = boolean(field, v)?,
+        Field::FrappeBody => spec.frappe_body = boolean(field, v)?,
         Field::Method => spec.method = text(field, v)?.parse::<Method>().map_err(unreadable)?,
         Field::Structure => {
             spec.structure = text(field, v)?.parse::<Structure>().map_err(unreadable)?

@@ -75,6 +75,8 @@ pub enum Field {
     MaxConcurrency,
     RateLimit,
     Enabled,
+    /// The body as Frappe sends it (`frappe_body`).
+    FrappeBody,
     SampleDoc,
     /// The templates (condition, body, URL) as tried on the sample
     /// document.
@@ -84,7 +86,7 @@ pub enum Field {
 impl Field {
     /// The fields of a JSON definition, in the order its keys are listed
     /// (`crate::definitions::JSON_KEYS`).
-    pub const JSON: [Field; 20] = [
+    pub const JSON: [Field; 21] = [
         Field::Name,
         Field::EntityType,
         Field::Event,
@@ -104,6 +106,7 @@ impl Field {
         Field::MaxConcurrency,
         Field::RateLimit,
         Field::Enabled,
+        Field::FrappeBody,
         Field::SampleDoc,
     ];
 
@@ -153,6 +156,7 @@ impl Field {
             Field::MaxConcurrency => "max_concurrency",
             Field::RateLimit => "rate_limit",
             Field::Enabled => "enabled",
+            Field::FrappeBody => "frappe_body",
             Field::SampleDoc => "sample_doc",
             Field::Templates => "templates",
         }

@@ -229,6 +229,9 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
     let url = required(o, "request_url")?.trim();
     let mut spec = WebhookSpec::new(name, entity_type, event, url);
     let mut notes = Vec::new();
+    // Sent as Frappe sends it: the same bytes to a receiver that compares
+    // them (or a signature over them) with the site's own sender.
+    spec.frappe_body = true;
     spec.dynamic_url = check(o, "is_dynamic_url", false)?;
     spec.method = match text(o, "request_method")?.map(str::trim) {
         None | Some("") => Method::Post,
@@ -400,6 +403,7 @@ fn plan(
     if let Some(current) = &current_spec {
         spec.max_concurrency = current.max_concurrency;
         spec.rate_limit = current.rate_limit;
+        spec.frappe_body = current.frappe_body;
         if spec.dynamic_url {
             spec.allowed_hosts = current.allowed_hosts.clone();
         }

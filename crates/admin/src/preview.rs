@@ -80,6 +80,7 @@ pub fn render(webhook: &Webhook, doc: &Value, policy: &NetworkPolicy) -> Preview
                 body: None,
                 url: None,
                 lenient: false,
+                python_text: false,
             });
             match renderer
                 .render(&[RenderJob {

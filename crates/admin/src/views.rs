@@ -51,6 +51,9 @@ pub struct WebhookView<'a> {
     /// `N/s`, or null.
     #[schema(required)]
     pub rate_limit: Option<String>,
+    /// The body is sent as Frappe sends it (Python's text for values in
+    /// quotes, `json.dumps`'s bytes).
+    pub frappe_body: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub paused: bool,
@@ -112,6 +115,7 @@ impl<'a> WebhookView<'a> {
             max_retries: w.max_retries,
             max_concurrency: w.max_concurrency,
             rate_limit: w.rate_limit.map(|n| format!("{n}/s")),
+            frappe_body: w.frappe_body,
             created_at: w.created_at,
             updated_at: w.updated_at,
             paused: w.paused_at.is_some(),

@@ -64,6 +64,7 @@ fn rendering(c: &mut Criterion) {
         body: Some(template.into()),
         url: None,
         lenient: false,
+        python_text: false,
     };
     let compiled = Compiled::compile(&templates).unwrap();
     let builder = |w| RequestBuilder::new(w, false);

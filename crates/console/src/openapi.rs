@@ -268,6 +268,11 @@ pub(crate) struct WebhookSettings {
     rate_limit: Option<String>,
     #[schema(nullable = false)]
     enabled: Option<bool>,
+    /// Send the body as Frappe sends it: values inside a template's quotes
+    /// as Python writes them (`None`, `True`, `['a']`), the JSON as
+    /// Python's `json.dumps` writes it. `imports/frappe` sets it.
+    #[schema(nullable = false)]
+    frappe_body: Option<bool>,
     /// The document the templates are tried on before the definition is
     /// stored (default: one of the entity type with only its name).
     #[schema(nullable = false)]

@@ -33,11 +33,15 @@ const AS_JSON_VALUE: &str = "hookfleet_json_value";
 
 /// Registers the two filters the rewrite puts on a body's interpolations.
 /// `lenient`: on a sample document, an undefined value is written as `null`.
-pub(crate) fn install(env: &mut Environment<'static>, lenient: bool) {
+/// `python_text`: inside a JSON string a value is what Python's `str`
+/// writes (`None`, `True`, `['a']`), as Frappe's template writes it.
+pub(crate) fn install(env: &mut Environment<'static>, lenient: bool, python_text: bool) {
     env.add_filter(AS_JSON_VALUE, move |v: JinjaValue| {
         as_json_value(&v, lenient)
     });
-    env.add_filter(AS_STRING_CONTENT, |v: JinjaValue| as_string_content(&v));
+    env.add_filter(AS_STRING_CONTENT, move |v: JinjaValue| {
+        as_string_content(&v, python_text)
+    });
 }
 
 /// Rewrites a body template so that every `{{ … }}` passes through the
@@ -236,10 +240,16 @@ fn json_scalar(text: &str) -> Option<&str> {
 }
 
 /// A value inside a JSON string: its text (a string's own, anything else's
-/// JSON) escaped as string content. None and undefined are empty.
-fn as_string_content(value: &JinjaValue) -> Result<JinjaValue, minijinja::Error> {
+/// JSON) escaped as string content. None and undefined are empty. With
+/// `python_text`, the text is Python's `str` of it (`None`, `True`,
+/// `['a']`).
+fn as_string_content(
+    value: &JinjaValue,
+    python_text: bool,
+) -> Result<JinjaValue, minijinja::Error> {
     use minijinja::value::ValueKind;
     let text = match value.kind() {
+        _ if python_text => crate::frappe::python_str(value)?,
         ValueKind::Undefined | ValueKind::None => String::new(),
         ValueKind::String => value.as_str().unwrap_or_default().to_string(),
         _ => serde_json::to_string(value).map_err(json_error)?,
@@ -263,6 +273,7 @@ mod tests {
             body: Some(template.into()),
             url: None,
             lenient: false,
+            python_text: false,
         };
         Ok(Compiled::compile(&t)?
             .render_all(&doc)?
@@ -283,6 +294,42 @@ mod tests {
         assert_eq!(parsed.len(), 2, "{out}");
         assert_eq!(parsed["customer"], evil);
         assert_eq!(parsed["total"], 12.5);
+    }
+
+    #[test]
+    fn with_python_text_a_value_in_quotes_is_what_pythons_str_writes() {
+        let t = Templates {
+            condition: None,
+            body: Some(
+                r#"{"a": "{{ doc.none }}", "b": "{{ doc.yes }}", "c": "{{ doc.skus }}",
+                "d": "{{ doc.map }}", "e": "{{ doc.total }}", "f": "{{ doc.missing }}",
+                "g": "{{ doc.quote }}", "h": {{ doc.yes }}}"#
+                    .into(),
+            ),
+            url: None,
+            lenient: false,
+            python_text: true,
+        };
+        let doc = serde_json::json!({
+            "none": null, "yes": true, "skus": ["A", "it's"], "map": {"a": 1, "b": [1.5, null]},
+            "total": 14750.0, "quote": "say \"hi\"",
+        });
+        let out = Compiled::compile(&t)
+            .unwrap()
+            .render_all(&doc)
+            .unwrap()
+            .body
+            .unwrap();
+        let v: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["a"], "None");
+        assert_eq!(v["b"], "True");
+        assert_eq!(v["c"], r#"['A', "it's"]"#);
+        assert_eq!(v["d"], "{'a': 1, 'b': [1.5, None]}");
+        assert_eq!(v["e"], "14750.0");
+        assert_eq!(v["f"], "None");
+        assert_eq!(v["g"], r#"say "hi""#);
+        // Outside quotes a value is still one JSON value.
+        assert_eq!(v["h"], true);
     }
 
     #[test]

@@ -170,7 +170,7 @@ fn formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
-fn environment(lenient: bool) -> Environment<'static> {
+fn environment(lenient: bool, python_text: bool) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
@@ -179,7 +179,7 @@ fn environment(lenient: bool) -> Environment<'static> {
     env.add_filter("escape", markupsafe_escape);
     env.add_filter("e", markupsafe_escape);
     env.add_filter("slice", capped_slice);
-    crate::body::install(&mut env, lenient);
+    crate::body::install(&mut env, lenient, python_text);
     env.set_formatter(move |out, state, value| formatter(out, state, value, lenient));
     // Frappe's context: the `utils` and `frappe.utils` globals, its filters
     // (`json`, `len`, `int`, `str`, `flt`) and Python's str and dict methods.
@@ -368,7 +368,7 @@ impl Compiled {
                 )));
             }
         }
-        let mut env = environment(t.lenient);
+        let mut env = environment(t.lenient, t.python_text);
         if t.lenient {
             // Validation: what the templates name is checked before any
             // document is (a value the sample lacks may stop the render
@@ -527,7 +527,7 @@ mod tests {
     }
 
     fn render(src: &str) -> String {
-        environment(false)
+        environment(false, false)
             .render_str(src, ())
             .unwrap_or_else(|e| panic!("{src}: {e:#}"))
     }
@@ -550,7 +550,7 @@ mod tests {
         ] {
             assert_eq!(render(src), python, "{src}");
         }
-        let refused = environment(false).render_str("{{ 2.5 | round(0, 'up') }}", ());
+        let refused = environment(false, false).render_str("{{ 2.5 | round(0, 'up') }}", ());
         assert!(refused.is_err_and(|e| e.to_string().contains("common, ceil or floor")));
     }
 }

@@ -161,6 +161,8 @@ pub struct Webhook {
     /// Requests per second to this webhook from the whole fleet (None: no
     /// limit).
     pub rate_limit: Option<i32>,
+    /// The body as Frappe sends it (see [`WebhookSpec::frappe_body`]).
+    pub frappe_body: bool,
 }
 
 impl fmt::Debug for Webhook {
@@ -266,6 +268,7 @@ impl Webhook {
             max_concurrency: self.max_concurrency,
             rate_limit: self.rate_limit,
             allowed_hosts: self.allowed_hosts.clone(),
+            frappe_body: self.frappe_body,
         })
     }
 }
@@ -328,6 +331,7 @@ impl Webhook {
             allowed_hosts: row.allowed_hosts,
             paused_at: None,
             paused_reason: None,
+            frappe_body: row.frappe_body,
         }
     }
 }
@@ -363,6 +367,11 @@ pub struct WebhookSpec {
     pub rate_limit: Option<i32>,
     /// Hosts a dynamic URL may render to (see [`Webhook::allowed_hosts`]).
     pub allowed_hosts: Vec<String>,
+    /// Send the body as Frappe would: values inside a template's quotes
+    /// written as Python's `str` writes them (`None`, `True`, `['a']`), and
+    /// the JSON as Python's `json.dumps` writes it (`", "` and `": "`,
+    /// `\uXXXX` past ASCII). `webhook import` sets it.
+    pub frappe_body: bool,
 }
 
 impl WebhookSpec {
@@ -390,6 +399,7 @@ impl WebhookSpec {
             max_concurrency: None,
             rate_limit: None,
             allowed_hosts: Vec::new(),
+            frappe_body: false,
         }
     }
 }
@@ -420,6 +430,7 @@ pub struct WebhookRow {
     pub max_concurrency: Option<i32>,
     pub rate_limit: Option<i32>,
     pub allowed_hosts: Vec<String>,
+    pub frappe_body: bool,
 }
 
 impl From<&WebhookSpec> for WebhookRow {
@@ -461,6 +472,7 @@ impl From<&WebhookSpec> for WebhookRow {
             max_concurrency: s.max_concurrency,
             rate_limit: s.rate_limit,
             allowed_hosts: s.allowed_hosts.clone(),
+            frappe_body: s.frappe_body,
         }
     }
 }

@@ -39,6 +39,11 @@ pub struct Templates {
     /// Validation on a sample document: a missing field renders as `null`,
     /// which keeps a JSON template JSON.
     pub lenient: bool,
+    /// A value inside a body template's quotes is written as Python's
+    /// `str` writes it (`None`, `True`, `['a']`), as Frappe's template
+    /// would (the webhook's `frappe_body`).
+    #[serde(default)]
+    pub python_text: bool,
 }
 
 impl Templates {
@@ -314,6 +319,7 @@ impl RequestBuilder {
                 .filter(|_| webhook.structure() == Structure::Json),
             url: webhook.dynamic_url.then(|| webhook.request_url.clone()),
             lenient,
+            python_text: webhook.frappe_body,
         };
         RequestBuilder {
             fields: webhook.field_mappings(),
@@ -377,6 +383,13 @@ impl RequestBuilder {
             Structure::Json if !self.fields.is_empty() => json_selection(&self.fields, doc),
             Structure::Json => doc.to_string(),
             Structure::Form => form_selection(&self.fields, doc),
+        };
+        // Frappe's sender writes the JSON again (`json.dumps`): so do we,
+        // for a webhook that asks for Frappe's bytes.
+        let body = if self.webhook.frappe_body && structure == Structure::Json {
+            super::python_json::dumps(&body).map_err(|e| RenderError::NotJson(e.to_string()))?
+        } else {
+            body
         };
         check_body_size(&body)?;
         // Only the body's type is frozen on the row; the static headers

@@ -4,6 +4,7 @@
 //! the webhook's allowed hosts).
 
 mod build;
+pub mod python_json;
 mod ssrf;
 
 pub use build::{

@@ -36,6 +36,7 @@ diesel::table! {
         paused_reason -> Nullable<Text>,
         rate_limit -> Nullable<Int4>,
         releasing -> Bool,
+        frappe_body -> Bool,
     }
 }
 

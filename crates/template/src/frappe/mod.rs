@@ -98,6 +98,7 @@ use numbers::{cint, floor_or_ceil, flt, py_round, rounded};
 use signature::{bind, call, sig, with_first, Signature};
 use text::{cstr, escape_html, py_len, strip_html};
 
+pub(crate) use text::python_str;
 pub use time_zone::{parse_time_zone, set_time_zone};
 pub(crate) use time_zone::{time_zone, TIME_ZONE_ENV};
 

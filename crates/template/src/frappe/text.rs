@@ -45,6 +45,96 @@ fn py_str(b: &Bound, v: &Value) -> Result<String, Error> {
     })
 }
 
+/// What Python's `str(v)` writes where Frappe's template puts a value in
+/// its text: `None` (for a field the document lacks too), `True`, `5.0`, a
+/// string as it is, a list or dict as Python's `repr` (`['A', 'B']`,
+/// `{'a': 1}`); at most [`MAX_RESULT_BYTES`].
+pub(crate) fn python_str(v: &Value) -> Result<String, Error> {
+    let mut out = String::new();
+    match v.as_str() {
+        Some(s) => out.push_str(s),
+        None => py_repr(&mut out, v, 0)?,
+    }
+    Ok(out)
+}
+
+/// Containers nested deeper than this are refused (a document's JSON is
+/// at most 128 deep already).
+const MAX_REPR_DEPTH: usize = 128;
+
+/// Python's `repr(v)` appended to `out`.
+fn py_repr(out: &mut String, v: &Value, depth: usize) -> Result<(), Error> {
+    let fail = |m: &str| Error::new(minijinja::ErrorKind::InvalidOperation, m.to_string());
+    if depth > MAX_REPR_DEPTH || out.len() > MAX_RESULT_BYTES {
+        return Err(fail(
+            "the value is too large or too deep to write as Python does",
+        ));
+    }
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => out.push_str("None"),
+        ValueKind::Bool => out.push_str(if v.is_true() { "True" } else { "False" }),
+        ValueKind::Number => match number_of(v) {
+            Some(Num::Int(i)) => out.push_str(&i.to_string()),
+            Some(Num::Float(f)) => out.push_str(&py_float_repr(f)),
+            None => out.push_str(&v.to_string()),
+        },
+        ValueKind::String => py_str_repr(out, v.as_str().unwrap_or_default()),
+        ValueKind::Seq | ValueKind::Iterable => {
+            out.push('[');
+            for (i, item) in v.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_repr(out, &item, depth + 1)?;
+            }
+            out.push(']');
+        }
+        ValueKind::Map => {
+            out.push('{');
+            for (i, key) in v.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_repr(out, &key, depth + 1)?;
+                out.push_str(": ");
+                py_repr(out, &v.get_item(&key)?, depth + 1)?;
+            }
+            out.push('}');
+        }
+        _ => out.push_str(&v.to_string()),
+    }
+    Ok(())
+}
+
+/// Python's `repr` of a string: single quotes unless it holds one and no
+/// double quote; backslash, the quote, `\n`, `\r`, `\t` and other control
+/// characters escaped.
+fn py_str_repr(out: &mut String, s: &str) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
+
 /// Python's `len(obj)`: characters of a string, items of a list or map; 0
 /// for undefined (Jinja's `Undefined` has length 0).
 pub(super) fn py_len(b: &Bound) -> Result<Value, Error> {

@@ -30,6 +30,11 @@ pub struct Definition {
     /// Render the URL as a Jinja template with `doc`.
     #[arg(long)]
     dynamic_url: bool,
+    /// Send the body as Frappe sends it: values inside the template's
+    /// quotes as Python writes them (None, True, ['a']), and the JSON as
+    /// Python's json.dumps writes it (", ", \uXXXX); webhook import sets it.
+    #[arg(long)]
+    frappe_body: bool,
     /// A host (HOST or HOST:PORT) a dynamic URL may render to (repeatable;
     /// default: the host written literally in the URL template).
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
@@ -124,6 +129,9 @@ impl Definition {
         }
         if self.dynamic_url {
             spec.dynamic_url = true;
+        }
+        if self.frappe_body {
+            spec.frappe_body = true;
         }
         if let Some(v) = &self.method {
             spec.method = v.parse::<Method>().map_err(anyhow::Error::msg)?;

@@ -139,6 +139,7 @@ impl Lines for WebhookView<'_> {
                 opt(self.max_concurrency.map(|n| n.to_string())),
             ),
             ("rate_limit", opt(self.rate_limit.clone())),
+            ("frappe_body", self.frappe_body.to_string()),
             (
                 "paused",
                 match (self.paused_at, self.paused_reason) {

@@ -47,6 +47,9 @@ pub struct Update {
     /// Make the URL static again.
     #[arg(long, conflicts_with = "dynamic_url")]
     static_url: bool,
+    /// Send the body as hookfleet writes it, not as Frappe does.
+    #[arg(long, conflicts_with = "frappe_body")]
+    no_frappe_body: bool,
 }
 
 impl Update {
@@ -97,6 +100,9 @@ impl Update {
         }
         if self.static_url {
             spec.dynamic_url = false;
+        }
+        if self.no_frappe_body {
+            spec.frappe_body = false;
         }
         self.fields.apply(spec)?;
         if let Some(new_name) = self.rename {
