@@ -261,10 +261,23 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
             let key = text(row, "key")?
                 .filter(|k| !k.trim().is_empty())
                 .unwrap_or(field);
-            spec.fields.push(FieldMapping {
+            let mapping = FieldMapping {
                 field: field.trim().to_string(),
                 key: key.trim().to_string(),
-            });
+            };
+            // Frappe builds a dict: a key given again keeps its place and
+            // takes the later row's field.
+            match spec.fields.iter_mut().find(|f| f.key == mapping.key) {
+                Some(earlier) => {
+                    notes.push(format!(
+                        "webhook_data key {:?} is given twice: the later row's field {:?} is sent, as Frappe sends it",
+                        clip(&mapping.key),
+                        clip(&mapping.field)
+                    ));
+                    *earlier = mapping;
+                }
+                None => spec.fields.push(mapping),
+            }
         }
         if structure == "Form URL-Encoded" {
             notes.push(
@@ -285,10 +298,25 @@ pub fn to_spec(doc: &Value) -> Result<Imported, String> {
             text(row, "value").map_err(|e| format!("webhook_headers row {}: {e}", i + 1))?;
         if let (Some(key), Some(value)) = (key, value) {
             if !key.trim().is_empty() && !value.is_empty() {
-                spec.headers.push(Header {
+                let header = Header {
                     key: key.trim().to_string(),
                     value: value.to_string(),
-                });
+                };
+                // A dict in Frappe too: the later value of a header wins.
+                match spec
+                    .headers
+                    .iter_mut()
+                    .find(|h| h.key.eq_ignore_ascii_case(&header.key))
+                {
+                    Some(earlier) => {
+                        notes.push(format!(
+                            "header {:?} is given twice: the later value is sent, as Frappe sends it",
+                            clip(&header.key)
+                        ));
+                        *earlier = header;
+                    }
+                    None => spec.headers.push(header),
+                }
             }
         }
     }
@@ -741,6 +769,39 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_key_given_twice_keeps_its_place_and_the_later_row_as_in_frappe() {
+        let mut doc = base();
+        doc["request_structure"] = json!("Form URL-Encoded");
+        doc["webhook_data"] = json!([
+            {"fieldname": "customer", "key": "party"},
+            {"fieldname": "name", "key": "id"},
+            {"fieldname": "customer_name", "key": "party"},
+        ]);
+        doc["webhook_headers"] = json!([
+            {"key": "X-Tenant", "value": "a"},
+            {"key": "x-tenant", "value": "b"},
+        ]);
+        let i = to_spec(&doc).unwrap();
+        let fields: Vec<(&str, &str)> = i
+            .spec
+            .fields
+            .iter()
+            .map(|f| (f.key.as_str(), f.field.as_str()))
+            .collect();
+        assert_eq!(fields, [("party", "customer_name"), ("id", "name")]);
+        assert_eq!(i.spec.headers.len(), 1);
+        assert_eq!(i.spec.headers[0].value, "b");
+        assert!(
+            i.notes
+                .iter()
+                .any(|n| n.contains("\"party\" is given twice")),
+            "{:?}",
+            i.notes
+        );
+        assert!(i.spec.frappe_body, "an import sends Frappe's bytes");
     }
 
     #[test]

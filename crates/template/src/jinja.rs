@@ -79,6 +79,130 @@ fn markupsafe_escape(value: JinjaValue) -> JinjaValue {
     JinjaValue::from_safe_string(out)
 }
 
+/// Jinja's `truncate(s, length=255, killwords=False, end='...',
+/// leeway=5)`: `s` as it is if within `length + leeway` characters, else
+/// cut to `length` characters with `end` (at a word's end unless
+/// `killwords`). Positional or named, as Jinja takes them (`leeway`
+/// named only: a filter takes at most five arguments here).
+fn jinja_truncate(
+    value: JinjaValue,
+    length: Option<usize>,
+    killwords: Option<bool>,
+    end: Option<String>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<JinjaValue, minijinja::Error> {
+    let length = kwargs
+        .get::<Option<usize>>("length")?
+        .or(length)
+        .unwrap_or(255);
+    let killwords = kwargs
+        .get::<Option<bool>>("killwords")?
+        .or(killwords)
+        .unwrap_or(false);
+    let end = kwargs
+        .get::<Option<String>>("end")?
+        .or(end)
+        .unwrap_or_else(|| "...".into());
+    let leeway = kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5);
+    kwargs.assert_all_used()?;
+    if value.is_none() || value.is_undefined() {
+        return Ok(JinjaValue::from(""));
+    }
+    let text = value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string());
+    let chars: Vec<char> = text.chars().collect();
+    let end_len = end.chars().count();
+    if length < end_len {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("truncate: length {length} is shorter than the end {end:?}"),
+        ));
+    }
+    if chars.len() <= length.saturating_add(leeway) {
+        return Ok(JinjaValue::from(text));
+    }
+    let kept: String = chars[..length - end_len].iter().collect();
+    let kept = if killwords {
+        kept
+    } else {
+        // Python's `rsplit(" ", 1)[0]`: up to the last space, if any.
+        kept.rsplit_once(' ')
+            .map_or(kept.clone(), |(head, _)| head.to_string())
+    };
+    Ok(JinjaValue::from(kept + &end))
+}
+
+/// Jinja's `wordcount`: how many runs of word characters (Python's `\w`:
+/// letters, digits and the underscore, in any script) `s` holds.
+fn jinja_wordcount(value: JinjaValue) -> usize {
+    let text = value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string());
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.split(|c: char| !word(c))
+        .filter(|w| !w.is_empty())
+        .count()
+}
+
+/// Jinja's `sum(iterable, attribute=None, start=0)`: the items (or each
+/// item's `attribute`, dotted for nested ones) added left to right as
+/// Python adds them: integers stay integers until a float joins.
+fn jinja_sum(
+    value: JinjaValue,
+    attribute: Option<String>,
+    start: Option<JinjaValue>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<JinjaValue, minijinja::Error> {
+    let attribute = kwargs.get::<Option<String>>("attribute")?.or(attribute);
+    let start = kwargs.get::<Option<JinjaValue>>("start")?.or(start);
+    kwargs.assert_all_used()?;
+    let not_a_number = |v: &JinjaValue| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("sum: cannot add {} to a number", v.kind()),
+        )
+    };
+    enum Total {
+        Int(i128),
+        Float(f64),
+    }
+    let add = |total: Total, v: &JinjaValue| -> Result<Total, minijinja::Error> {
+        let as_int = v
+            .is_integer()
+            .then(|| i128::try_from(v.clone()).ok())
+            .flatten();
+        Ok(match (total, as_int) {
+            (Total::Int(t), Some(i)) => {
+                Total::Int(t.checked_add(i).ok_or_else(|| not_a_number(v))?)
+            }
+            (Total::Int(t), None) => {
+                Total::Float(t as f64 + f64::try_from(v.clone()).map_err(|_| not_a_number(v))?)
+            }
+            (Total::Float(t), _) => {
+                Total::Float(t + f64::try_from(v.clone()).map_err(|_| not_a_number(v))?)
+            }
+        })
+    };
+    let mut total = match start {
+        Some(s) => add(Total::Int(0), &s)?,
+        None => Total::Int(0),
+    };
+    for item in value.try_iter()? {
+        let v = match &attribute {
+            Some(path) => path.split('.').try_fold(item, |v, part| v.get_attr(part))?,
+            None => item,
+        };
+        total = add(total, &v)?;
+    }
+    Ok(match total {
+        Total::Int(i) => JinjaValue::from(i),
+        Total::Float(f) => JinjaValue::from(f),
+    })
+}
+
 /// `range` as in Jinja, capped at [`RANGE_LIMIT`] numbers.
 fn capped_range(
     lower: i64,
@@ -178,6 +302,11 @@ fn environment(lenient: bool, python_text: bool) -> Environment<'static> {
     env.add_filter("batch", capped_batch);
     env.add_filter("escape", markupsafe_escape);
     env.add_filter("e", markupsafe_escape);
+    // Jinja's filters minijinja lacks, as Jinja (in Python) writes them.
+    env.add_filter("striptags", minijinja_contrib::filters::striptags);
+    env.add_filter("truncate", jinja_truncate);
+    env.add_filter("wordcount", jinja_wordcount);
+    env.add_filter("sum", jinja_sum);
     env.add_filter("slice", capped_slice);
     crate::body::install(&mut env, lenient, python_text);
     env.set_formatter(move |out, state, value| formatter(out, state, value, lenient));
@@ -547,6 +676,32 @@ mod tests {
                 r#"{{ 'a "b" <c> & \'d\'' | e }}"#,
                 "a &#34;b&#34; &lt;c&gt; &amp; &#39;d&#39;",
             ),
+        ] {
+            assert_eq!(render(src), python, "{src}");
+        }
+        for (src, python) in [
+            ("{{ 'Café Zürich & Co' | truncate(9) }}", "Café..."),
+            ("{{ 'Café Zürich & Co' | truncate(9, True) }}", "Café Z..."),
+            (
+                "{{ 'Café Zürich & Co' | truncate(length=9, end='…') }}",
+                "Café…",
+            ),
+            ("{{ 'short' | truncate(3) }}", "short"),
+            (
+                "{{ '<b>Widget</b>  &mdash;\n 20 &amp; <!-- x -->more' | striptags }}",
+                "Widget — 20 & more",
+            ),
+            (
+                "{{ 'Müller & Söhne' | urlencode }}",
+                "M%C3%BCller%20%26%20S%C3%B6hne",
+            ),
+            ("{{ 'one, two_2 — drei!' | wordcount }}", "3"),
+            ("{{ [{'a': 1}, {'a': 2.5}] | sum(attribute='a') }}", "3.5"),
+            (
+                "{{ [{'a': {'b': 2}}, {'a': {'b': 3}}] | sum(attribute='a.b', start=10) }}",
+                "15",
+            ),
+            ("{{ [1, 2, 3] | sum }}", "6"),
         ] {
             assert_eq!(render(src), python, "{src}");
         }
