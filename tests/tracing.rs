@@ -87,6 +87,36 @@ impl Drop for Collector {
     }
 }
 
+/// Emits SO-1 by the CLI to webhook `orders` at `url`, and delivers it
+/// with a worker process made by `worker` (then stopped): the row's id.
+async fn emit_and_deliver(env: &TestEnv, url: &str, worker: impl FnOnce(&mut Command)) -> i64 {
+    env.add_webhook(&spec("orders", ENTITY, "on_submit", url));
+    let report = run_within(env.emit_command("on_submit", "SO-1"), PATIENCE, "emit")
+        .ok("emit")
+        .json();
+    let id = hookfleet_testkit::delivery_ids(&report)[0];
+    let mut cmd = env.command("hookfleet-worker");
+    cmd.args(["--concurrency", "1"]);
+    worker(&mut cmd);
+    let mut process = FleetProcess::spawn_logged(cmd);
+    until("delivered", || {
+        env.rows()
+            .iter()
+            .any(|r| r.id == id && r.status == DeliveryStatus::Delivered)
+    })
+    .await;
+    process.stop();
+    id
+}
+
+/// Whether `receiver`'s first request carried a `traceparent`.
+fn sent_a_traceparent(receiver: &Receiver) -> bool {
+    receiver.requests()[0]
+        .headers
+        .iter()
+        .any(|(k, _)| k == "traceparent")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_runs_from_the_application_through_every_attempt() {
     let env = TestEnv::new();
@@ -189,25 +219,13 @@ async fn traced_without_send_traceparent_the_receiver_gets_none_and_the_url_is_i
     let receiver = Receiver::start().await;
     // A receiver's path and query may hold a credential.
     let url = receiver.url("/hook/s3cret-path?token=s3cret-query");
-    env.add_webhook(&spec("orders", ENTITY, "on_submit", &url));
-    let report = run_within(env.emit_command("on_submit", "SO-1"), PATIENCE, "emit")
-        .ok("emit")
-        .json();
-    let id = hookfleet_testkit::delivery_ids(&report)[0];
-    let mut cmd = env.command("hookfleet-worker");
     // Exported only when the worker stops: its flush at exit is what sends
     // the span.
-    cmd.args(["--concurrency", "1"])
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
-        .env("OTEL_BSP_SCHEDULE_DELAY", "3600000");
-    let mut worker = FleetProcess::spawn_logged(cmd);
-    until("delivered", || {
-        env.rows()
-            .iter()
-            .any(|r| r.id == id && r.status == DeliveryStatus::Delivered)
+    emit_and_deliver(&env, &url, |cmd| {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+            .env("OTEL_BSP_SCHEDULE_DELAY", "3600000");
     })
     .await;
-    worker.stop();
     let mut spans = Vec::new();
     until("the attempt's span exported at the worker's exit", || {
         spans = collector.spans();
@@ -221,9 +239,8 @@ async fn traced_without_send_traceparent_the_receiver_gets_none_and_the_url_is_i
         !exported.contains("s3cret") && !exported.contains("/hook"),
         "a URL's path or query was exported: {exported}"
     );
-    let request = &receiver.requests()[0];
     assert!(
-        !request.headers.iter().any(|(k, _)| k == "traceparent"),
+        !sent_a_traceparent(&receiver),
         "a traceparent was sent without --send-traceparent"
     );
 }
@@ -232,26 +249,14 @@ async fn traced_without_send_traceparent_the_receiver_gets_none_and_the_url_is_i
 async fn without_an_endpoint_no_traceparent_is_made_up() {
     let env = TestEnv::new();
     let receiver = Receiver::start().await;
-    env.add_webhook(&spec("orders", ENTITY, "on_submit", &receiver.url("/hook")));
-    let report = run_within(env.emit_command("on_submit", "SO-1"), PATIENCE, "emit")
-        .ok("emit")
-        .json();
-    let id = hookfleet_testkit::delivery_ids(&report)[0];
-    let mut cmd = env.command("hookfleet-worker");
-    cmd.args(["--concurrency", "1", "--send-traceparent"]);
-    let mut worker = FleetProcess::spawn_logged(cmd);
-    until("delivered", || {
-        env.rows()
-            .iter()
-            .any(|r| r.id == id && r.status == DeliveryStatus::Delivered)
+    let id = emit_and_deliver(&env, &receiver.url("/hook"), |cmd| {
+        cmd.arg("--send-traceparent");
     })
     .await;
-    worker.stop();
     let row = env.rows().into_iter().find(|r| r.id == id).unwrap();
     assert_eq!(row.traceparent, None);
-    let request = &receiver.requests()[0];
     assert!(
-        !request.headers.iter().any(|(k, _)| k == "traceparent"),
+        !sent_a_traceparent(&receiver),
         "a context was sent that no one made"
     );
 }

@@ -75,30 +75,17 @@ impl WebhookForm {
             })
             .collect();
         WebhookForm {
-            name: text("name"),
-            entity_type: text("entity_type"),
-            event: text("event"),
-            request_url: text("request_url"),
-            request_method: text("request_method"),
-            request_structure: text("request_structure"),
-            body_template: text("body_template"),
-            condition: text("condition"),
             headers,
-            timeout: text("timeout"),
-            queue: text("queue"),
-            max_retries: text("max_retries"),
-            max_concurrency: text("max_concurrency"),
-            rate_limit: text("rate_limit"),
             enabled: w["enabled"].as_bool().unwrap_or(true),
             signed: w["signed"].as_bool().unwrap_or(false),
             remove_secret: false,
+            ..WebhookForm::of_text(text)
         }
     }
 
-    /// The form as posted (`signed`: whether the webhook edited has a
-    /// secret, which the form does not say).
-    pub fn posted(f: &Fields, signed: bool) -> WebhookForm {
-        let text = |k: &str| f.get(k).unwrap_or_default().to_string();
+    /// The fields that are text as such, each as `text` gives it by name
+    /// (the rest left to the caller).
+    fn of_text(text: impl Fn(&str) -> String) -> WebhookForm {
         WebhookForm {
             name: text("name"),
             entity_type: text("entity_type"),
@@ -108,15 +95,28 @@ impl WebhookForm {
             request_structure: text("request_structure"),
             body_template: text("body_template"),
             condition: text("condition"),
-            headers: text("headers"),
+            headers: String::new(),
             timeout: text("timeout"),
             queue: text("queue"),
             max_retries: text("max_retries"),
             max_concurrency: text("max_concurrency"),
             rate_limit: text("rate_limit"),
+            enabled: false,
+            signed: false,
+            remove_secret: false,
+        }
+    }
+
+    /// The form as posted (`signed`: whether the webhook edited has a
+    /// secret, which the form does not say).
+    pub fn posted(f: &Fields, signed: bool) -> WebhookForm {
+        let text = |k: &str| f.get(k).unwrap_or_default().to_string();
+        WebhookForm {
+            headers: text("headers"),
             enabled: f.get("enabled").is_some(),
             signed,
             remove_secret: f.get("remove_secret").is_some(),
+            ..WebhookForm::of_text(text)
         }
     }
 

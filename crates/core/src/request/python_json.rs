@@ -106,8 +106,12 @@ fn write_value(out: &mut String, v: &PyJson) {
         PyJson::Null => out.push_str("null"),
         PyJson::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         PyJson::Int(digits) => out.push_str(digits),
+        PyJson::Float(f) if f.is_nan() => out.push_str("NaN"),
+        PyJson::Float(f) if f.is_infinite() => {
+            out.push_str(if *f > 0.0 { "Infinity" } else { "-Infinity" })
+        }
         PyJson::Float(f) => out.push_str(&float_repr(*f)),
-        PyJson::Str(s) => write_str(out, s),
+        PyJson::Str(s) => push_str(out, s, true),
         PyJson::List(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -124,7 +128,7 @@ fn write_value(out: &mut String, v: &PyJson) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                write_str(out, k);
+                push_str(out, k, true);
                 out.push_str(": ");
                 write_value(out, item);
             }
@@ -133,8 +137,11 @@ fn write_value(out: &mut String, v: &PyJson) {
     }
 }
 
-/// A string as `json.dumps` writes it with `ensure_ascii`.
-fn write_str(out: &mut String, s: &str) {
+/// A JSON string as Python's `json` writes it: `\"`, `\\`, `\n`, `\r`,
+/// `\t`, `\b`, `\f`, other controls as `\u00XX` (lower-case hex), and
+/// with `ensure_ascii` everything past `~` as `\uXXXX` (a surrogate pair
+/// above U+FFFF).
+pub fn push_str(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -145,7 +152,7 @@ fn write_str(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
+            c if u32::from(c) >= 0x20 && !(ensure_ascii && u32::from(c) > 0x7e) => out.push(c),
             _ => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
@@ -160,13 +167,13 @@ fn write_str(out: &mut String, s: &str) {
 /// A float as Python's `repr` writes it: the shortest digits that read
 /// back as the same float, in fixed notation from 1e-4 to below 1e16
 /// (always with a fraction: `2.0`), else in exponent notation (`1e-05`,
-/// `1.5e+16`).
-fn float_repr(f: f64) -> String {
+/// `1.5e+16`); `nan`, `inf`, `-inf`.
+pub fn float_repr(f: f64) -> String {
     if f.is_nan() {
-        return "NaN".into();
+        return "nan".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
     }
     if f == 0.0 {
         return if f.is_sign_negative() { "-0.0" } else { "0.0" }.into();

@@ -88,29 +88,10 @@ fn push_json_float(out: &mut String, f: f64) {
 /// `ensure_ascii` everything outside space..`~` as `\uXXXX` (surrogate
 /// pairs above U+FFFF).
 fn push_json_string(out: &mut String, s: &str, ensure_ascii: bool) -> Result<(), JsonStop> {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if u32::from(c) < 0x20 || (ensure_ascii && u32::from(c) > 0x7e) => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-            c => out.push(c),
-        }
-        if out.len() > MAX_RESULT_BYTES {
-            return Err(too_long());
-        }
+    hookfleet_core::request::python_json::push_str(out, s, ensure_ascii);
+    if out.len() > MAX_RESULT_BYTES {
+        return Err(too_long());
     }
-    out.push('"');
     Ok(())
 }
 

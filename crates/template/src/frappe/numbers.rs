@@ -1,8 +1,6 @@
 //! Numbers as Python and Frappe read, round and print them: `flt`, `cint`, `rounded`,
 //! `floor` and `ceil`, Frappe's three rounding methods, and Python's `repr` of a float.
 
-use std::fmt::Write as _;
-
 use minijinja::value::{Value, ValueKind};
 use minijinja::Error;
 
@@ -150,56 +148,10 @@ pub(super) fn py_round(x: f64, places: usize) -> f64 {
     format!("{x:.places$}").parse().unwrap_or(x)
 }
 
-/// Python's `repr(float)`: the shortest text that reads back as `x`, in
-/// positional form for exponents −5..16 and scientific form (`1e+16`,
-/// `1.5e-07`) outside.
+/// Python's `repr(float)` (`hookfleet_core::request::python_json`, which
+/// writes Frappe's bodies too).
 pub(super) fn py_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    // `{:e}` is the shortest round-trip form: `-1.2345e-5`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i64 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = String::with_capacity(digits.len() + 8);
-    if x < 0.0 {
-        out.push('-');
-    }
-    let point = exponent + 1; // digits before the decimal point
-    if -4 < point && point <= 16 {
-        if point <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
-            out.push_str(&digits);
-        } else {
-            let point = point as usize;
-            if point >= digits.len() {
-                out.push_str(&digits);
-                out.extend(std::iter::repeat_n('0', point - digits.len()));
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..point]);
-                out.push('.');
-                out.push_str(&digits[point..]);
-            }
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let sign = if exponent < 0 { '-' } else { '+' };
-        let _ = write!(out, "e{sign}{:02}", exponent.unsigned_abs());
-    }
-    out
+    hookfleet_core::request::python_json::float_repr(x)
 }
 
 /// The rounding methods of Frappe's System Settings.
