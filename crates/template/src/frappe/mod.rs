@@ -85,18 +85,20 @@ use std::fmt;
 use std::sync::Arc;
 
 use minijinja::value::{Object, ObjectRepr, Rest, Value};
-use minijinja::{Environment, Error, State};
+use minijinja::{Environment, Error, ErrorKind, State};
 
 use date_arithmetic::{
     add_to_date_with, date_diff, get_first_day, get_last_day, month_diff, time_diff_seconds,
     ADD_TO_DATE_PARAMS, ADD_TO_DATE_SLOTS,
 };
-use dates::{fmt_date, fmt_datetime_full, fmt_time_full, get_datetime, getdate, now_local};
+use dates::{
+    fmt_date, fmt_datetime_full, fmt_time_full, get_datetime, getdate, now_local, required_datetime,
+};
 use json::as_json;
 use money::fmt_money;
 use numbers::{cint, floor_or_ceil, flt, py_round, rounded};
 use signature::{bind, call, sig, with_first, Signature};
-use text::{cstr, escape_html, py_len, strip_html};
+use text::{comma_sep, cstr, escape_html, py_len, strip_html};
 
 pub(crate) use text::python_str;
 pub use time_zone::{parse_time_zone, set_time_zone};
@@ -130,6 +132,9 @@ pub(crate) const NAMES: &[&str] = &[
     "rounded",
     "floor",
     "ceil",
+    "comma_and",
+    "comma_or",
+    "get_date_str",
 ];
 
 /// Largest string a helper builds (`json`, `cstr` of a list, `escape_html`):
@@ -210,6 +215,30 @@ impl Object for FrappeNamespace {
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         (key.as_str()? == "utils").then(|| self.utils.clone())
+    }
+
+    /// `frappe.bold(text)`: `<strong>text</strong>`, as Frappe's jinja
+    /// method writes it (the text through Python's `str`).
+    fn call_method(
+        self: &Arc<Self>,
+        _state: &State<'_, '_>,
+        method: &str,
+        args: &[Value],
+    ) -> Result<Value, Error> {
+        match (method, args) {
+            ("bold", [text]) => Ok(Value::from(format!(
+                "<strong>{}</strong>",
+                python_str(text)?
+            ))),
+            ("bold", _) => Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "frappe.bold() takes exactly one argument",
+            )),
+            _ => Err(Error::new(
+                ErrorKind::UnknownMethod,
+                format!("frappe has no method named {method}"),
+            )),
+        }
     }
 
     fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -322,6 +351,15 @@ static SIGNATURES: &[Signature] = &[
         fmt_money,
     ),
     sig("escape_html", &["text"], 1, escape_html),
+    sig("comma_and", &["some_list", "add_quotes"], 1, |b| {
+        comma_sep(b, " and ")
+    }),
+    sig("comma_or", &["some_list", "add_quotes"], 1, |b| {
+        comma_sep(b, " or ")
+    }),
+    sig("get_date_str", &["date_obj"], 1, |b| {
+        Ok(Value::from(fmt_date(required_datetime(b, 0)?.date())))
+    }),
     sig("strip_html", &["text"], 1, |b| match b.value(0).as_str() {
         Some(text) => Ok(Value::from(strip_html(text))),
         None => Err(b.fail(format!("expected a string, not {}", b.value(0).kind()))),

@@ -135,6 +135,35 @@ fn py_str_repr(out: &mut String, s: &str) {
     out.push(quote);
 }
 
+/// Frappe's `comma_and(list, add_quotes=True)` (and `comma_or`, `last`
+/// being " or "): the items as Python's `str` writes them, each in single
+/// quotes when `add_quotes`, joined by ", " but the last by `last`; one
+/// item alone, unquoted; an empty list, ""; anything not a list, as it is.
+pub(super) fn comma_sep(b: &Bound, last: &str) -> Result<Value, Error> {
+    let v = b.value(0);
+    if !matches!(v.kind(), ValueKind::Seq) {
+        return Ok(v);
+    }
+    let items: Vec<String> = v
+        .try_iter()?
+        .map(|item| python_str(&item))
+        .collect::<Result<_, _>>()?;
+    let quoted = b.opt(1).is_none_or(Value::is_true);
+    Ok(Value::from(match items.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [head @ .., tail] => {
+            let q = |s: &String| if quoted { format!("'{s}'") } else { s.clone() };
+            let head: Vec<String> = head.iter().map(q).collect();
+            let text = format!("{}{last}{}", head.join(", "), q(tail));
+            if text.len() > MAX_RESULT_BYTES {
+                return Err(b.fail(format!("the result would exceed {MAX_RESULT_BYTES} bytes")));
+            }
+            text
+        }
+    }))
+}
+
 /// Python's `len(obj)`: characters of a string, items of a list or map; 0
 /// for undefined (Jinja's `Undefined` has length 0).
 pub(super) fn py_len(b: &Bound) -> Result<Value, Error> {
@@ -278,6 +307,36 @@ pub(super) fn strip_html(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::frappe::testing::{assert_fails, assert_renders, env, render_with};
+
+    /// As Frappe v15's `comma_sep` (frappe/utils/data.py) writes them: each
+    /// item through `str`, quoted, one alone unquoted; the oracle's
+    /// `utils_comma_and*` cases check two against Frappe itself.
+    #[test]
+    fn comma_and_or_and_get_date_str_match_frappe() {
+        assert_renders(&[
+            (
+                r#"{{ utils.comma_and(["a", "b", "c"]) }}"#,
+                "'a', 'b' and 'c'",
+            ),
+            (
+                r#"{{ utils.comma_and(["a", 2, 2.5, none]) }}"#,
+                "'a', '2', '2.5' and 'None'",
+            ),
+            (r#"{{ utils.comma_or(["a", "b"], False) }}"#, "a or b"),
+            (r#"{{ utils.comma_and(["only"]) }}"#, "only"),
+            ("{{ utils.comma_and([]) }}", ""),
+            (r#"{{ utils.comma_and("as it is") }}"#, "as it is"),
+            (
+                r#"{{ utils.get_date_str("2026-11-30 10:02:11.654321") }}"#,
+                "2026-11-30",
+            ),
+            (r#"{{ utils.get_date_str("2026-11-30") }}"#, "2026-11-30"),
+            (
+                r#"{{ frappe.bold("SO-1") }} {{ frappe.bold(none) }}"#,
+                "<strong>SO-1</strong> <strong>None</strong>",
+            ),
+        ]);
+    }
     use serde_json::json;
     use std::time::{Duration, Instant};
 
