@@ -431,7 +431,6 @@ fn plan(
     if let Some(current) = &current_spec {
         spec.max_concurrency = current.max_concurrency;
         spec.rate_limit = current.rate_limit;
-        spec.frappe_body = current.frappe_body;
         if spec.dynamic_url {
             spec.allowed_hosts = current.allowed_hosts.clone();
         }

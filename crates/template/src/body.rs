@@ -6,12 +6,13 @@
 //! written) it is string content (quotes, backslashes and control characters
 //! escaped; a list or an object as its JSON, escaped); anywhere else it is
 //! one JSON value (numbers, booleans, none as `null`, lists and objects as
-//! JSON; a string quoted, unless its text is a JSON number, `true`, `false`
-//! or `null`, which is that value, as Frappe reads its rendered text as
-//! JSON: `{{ doc.pincode }}` with "302001" is 302001, `{{ x | lower }}` with
-//! True is true). So no document value can close a string, add a key, add
-//! an element or change the body's structure: at most one scalar stands for
-//! another.
+//! JSON; a string quoted). A Frappe webhook (`frappe_body`) is read as
+//! Frappe reads its rendered text: a string whose text is a JSON number,
+//! `true`, `false` or `null` is that value (`{{ doc.pincode }}` with
+//! "302001" is 302001, `{{ x | lower }}` with True is true), and inside
+//! quotes a value is Python's `str` of it. So no document value can close a
+//! string, add a key, add an element or change the body's structure: at
+//! most one scalar stands for another.
 //!
 //! The rewrite ([`rewrite_body`]) reads that position from the template's
 //! text and puts one of two filters on every `{{ … }}`; the renderer's
@@ -37,7 +38,7 @@ const AS_JSON_VALUE: &str = "hookfleet_json_value";
 /// writes (`None`, `True`, `['a']`), as Frappe's template writes it.
 pub(crate) fn install(env: &mut Environment<'static>, lenient: bool, python_text: bool) {
     env.add_filter(AS_JSON_VALUE, move |v: JinjaValue| {
-        as_json_value(&v, lenient)
+        as_json_value(&v, lenient, python_text)
     });
     env.add_filter(AS_STRING_CONTENT, move |v: JinjaValue| {
         as_string_content(&v, python_text)
@@ -199,7 +200,11 @@ fn json_error(e: serde_json::Error) -> minijinja::Error {
 /// none (`null`), list or object as JSON; text marked safe (`|safe`,
 /// `|tojson`) as it is if it is one JSON value, else quoted. Undefined is
 /// `null` on a sample document, else nothing (and the body is not JSON).
-fn as_json_value(value: &JinjaValue, lenient: bool) -> Result<JinjaValue, minijinja::Error> {
+fn as_json_value(
+    value: &JinjaValue,
+    lenient: bool,
+    python_text: bool,
+) -> Result<JinjaValue, minijinja::Error> {
     use minijinja::value::ValueKind;
     if value.is_safe() {
         let text = value.as_str().unwrap_or_default();
@@ -211,7 +216,10 @@ fn as_json_value(value: &JinjaValue, lenient: bool) -> Result<JinjaValue, miniji
     Ok(safe(match value.kind() {
         ValueKind::Undefined if lenient => "null".into(),
         ValueKind::Undefined => String::new(),
-        ValueKind::String => {
+        // As Frappe reads its rendered text: a string that spells a JSON
+        // scalar is that scalar (a Frappe webhook's writing only: elsewhere
+        // a document's string stays a string).
+        ValueKind::String if python_text => {
             let text = value.as_str().unwrap_or_default();
             match json_scalar(text) {
                 Some(literal) => literal.to_string(),
@@ -268,12 +276,21 @@ mod tests {
     use crate::jinja::Compiled;
 
     fn body(template: &str, doc: Value) -> Result<String, RenderError> {
+        body_as(template, doc, false)
+    }
+
+    /// As a Frappe webhook (`frappe_body`) writes it.
+    fn frappe_body(template: &str, doc: Value) -> Result<String, RenderError> {
+        body_as(template, doc, true)
+    }
+
+    fn body_as(template: &str, doc: Value, python_text: bool) -> Result<String, RenderError> {
         let t = Templates {
             condition: None,
             body: Some(template.into()),
             url: None,
             lenient: false,
-            python_text: false,
+            python_text,
         };
         Ok(Compiled::compile(&t)?
             .render_all(&doc)?
@@ -334,8 +351,14 @@ mod tests {
 
     #[test]
     fn text_that_spells_a_json_scalar_is_that_scalar_where_frappe_reads_json() {
+        // A webhook of our own keeps a document's string a string.
+        let ours = body(
+            r#"{"zip": {{ doc.pincode }}}"#,
+            serde_json::json!({"pincode": "302001"}),
+        );
+        assert_eq!(ours.unwrap(), r#"{"zip": "302001"}"#);
         let parse = |t: &str, doc: Value| -> Value {
-            serde_json::from_str(&body(t, doc).unwrap()).expect("JSON")
+            serde_json::from_str(&frappe_body(t, doc).unwrap()).expect("JSON")
         };
         let doc = serde_json::json!({
             "pincode": "302001", "rate": " 12.50 ", "big": true, "huge": "123456789012345678901234567890",

@@ -498,16 +498,6 @@ impl Compiled {
             }
         }
         let mut env = environment(t.lenient, t.python_text);
-        if t.lenient {
-            // Validation: what the templates name is checked before any
-            // document is (a value the sample lacks may stop the render
-            // before it reaches a misspelt filter).
-            for (what, source) in [("body template", &t.body), ("URL template", &t.url)] {
-                if let Some(source) = source {
-                    check_names(&env, what, source)?;
-                }
-            }
-        }
         if let Some(body) = &t.body {
             // The source as written is parsed first, so that a syntax error
             // is reported as the author wrote it (line and all), not as the
@@ -520,6 +510,16 @@ impl Compiled {
         if let Some(url) = &t.url {
             env.add_template_owned(URL, url.clone())
                 .map_err(template_error("URL template"))?;
+        }
+        if t.lenient {
+            // Validation: what the templates name is checked before any
+            // document is, once they parse (a value the sample lacks may stop the render
+            // before it reaches a misspelt filter).
+            for (what, source) in [("body template", &t.body), ("URL template", &t.url)] {
+                if let Some(source) = source {
+                    check_names(&env, what, source)?;
+                }
+            }
         }
         let condition = t.condition.as_deref().filter(|c| !c.trim().is_empty());
         if let Some(c) = condition {

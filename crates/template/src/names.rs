@@ -114,14 +114,15 @@ pub(crate) fn names(src: &str) -> Names<'_> {
                 _ => i += 1,
             }
         }
-        // `{% raw %}`: its text up to `{% endraw %}` is no template.
-        let tag = &src[block_start..i.min(src.len())];
+        // `{% raw %}`: its text up to `{% endraw %}` is no template. (An
+        // unclosed tag, or one that stops inside a character, is none.)
+        let inner = src
+            .get(block_start + 2..i.min(src.len()).saturating_sub(2))
+            .unwrap_or("");
         if open.1 == b'%'
-            && tag[2..tag.len().saturating_sub(2).max(2)]
-                .trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace())
-                == "raw"
+            && inner.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace()) == "raw"
         {
-            i = find_endraw(src, i);
+            i = find_endraw(src, i.min(src.len()));
         }
     }
     out
@@ -177,5 +178,10 @@ mod tests {
         assert_eq!(names("{{ 'unterminated | f }}").filters, Vec::<&str>::new());
         assert_eq!(names("{% raw %}{{ x | f }}").filters, Vec::<&str>::new());
         assert_eq!(names("plain | text is odd").filters, Vec::<&str>::new());
+        // A tag left open at a character of several bytes reads as nothing
+        // (and panics on none).
+        for src in ["{% ab€", "{% x \"€", "{{ a | b€", "{%€%}", "{{ '\\€' }}"] {
+            let _ = names(src);
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! compares bytes (or a signature over them) with a Frappe sender sees no
 //! change.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -82,10 +83,16 @@ impl<'de> Visitor<'de> for PyVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PyJson, A::Error> {
         let mut entries: Vec<(String, PyJson)> = Vec::new();
+        // Where each key stands: a document of many keys costs one lookup
+        // a key, not a scan of those before it.
+        let mut at: HashMap<String, usize> = HashMap::new();
         while let Some((k, v)) = map.next_entry::<String, PyJson>()? {
-            match entries.iter_mut().find(|(key, _)| *key == k) {
-                Some(entry) => entry.1 = v,
-                None => entries.push((k, v)),
+            match at.get(&k) {
+                Some(&i) => entries[i].1 = v,
+                None => {
+                    at.insert(k.clone(), entries.len());
+                    entries.push((k, v));
+                }
             }
         }
         Ok(PyJson::Dict(entries))
@@ -253,6 +260,11 @@ mod tests {
             (
                 "  {\n \"a\" : null ,\"b\":true}  ",
                 r#"{"a": null, "b": true}"#,
+            ),
+            // Seventeen digits read back exactly (serde_json's float_roundtrip).
+            (
+                "[99.99000000000001, 0.30000000000000004]",
+                "[99.99000000000001, 0.30000000000000004]",
             ),
             ("{}", "{}"),
             ("[]", "[]"),

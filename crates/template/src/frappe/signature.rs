@@ -99,7 +99,8 @@ pub(super) fn bind(signature: &'static Signature, args: &[Value]) -> Result<Boun
     };
     let params = signature.params;
     if positional.len() > params.len() {
-        return Err(fail(
+        return Err(wrong_arguments(
+            ErrorKind::TooManyArguments,
             name,
             format!(
                 "takes at most {} argument{} ({} given)",
@@ -116,13 +117,15 @@ pub(super) fn bind(signature: &'static Signature, args: &[Value]) -> Result<Boun
     if let Some(kwargs) = kwargs {
         for key in kwargs.args() {
             let Some(i) = params.iter().position(|p| *p == key) else {
-                return Err(fail(
+                return Err(wrong_arguments(
+                    ErrorKind::TooManyArguments,
                     name,
                     format!("got an unexpected keyword argument {}", quote(key)),
                 ));
             };
             if values[i].is_some() {
-                return Err(fail(
+                return Err(wrong_arguments(
+                    ErrorKind::TooManyArguments,
                     name,
                     format!("got multiple values for argument {}", quote(key)),
                 ));
@@ -135,12 +138,20 @@ pub(super) fn bind(signature: &'static Signature, args: &[Value]) -> Result<Boun
         .take(signature.required)
         .position(Option::is_none)
     {
-        return Err(fail(
+        return Err(wrong_arguments(
+            ErrorKind::MissingArgument,
             name,
             format!("missing required argument {}", quote(params[missing])),
         ));
     }
     Ok(Bound { name, values })
+}
+
+/// A call's arguments that do not fit the function (`kind`: too many or
+/// unknown, or missing): the template's own fault, refused when a webhook
+/// is added, whatever the document.
+fn wrong_arguments(kind: ErrorKind, name: &str, msg: impl fmt::Display) -> Error {
+    Error::new(kind, format!("{name}(): {msg}"))
 }
 
 /// An `InvalidOperation` error whose message starts with the function's name.
@@ -186,6 +197,8 @@ pub(super) fn is_none_like(v: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use minijinja::ErrorKind;
+
     use crate::frappe::testing::assert_fails;
 
     #[test]
@@ -208,6 +221,19 @@ mod tests {
 
     #[test]
     fn arguments_are_checked() {
+        // The template's own fault, whatever the document: refused when a
+        // webhook is added (not taken for a value the sample lacks).
+        for (src, kind) in [
+            ("{{ utils.cint(1, 2, 3) }}", ErrorKind::TooManyArguments),
+            ("{{ utils.flt(1, bogus=1) }}", ErrorKind::TooManyArguments),
+            ("{{ utils.flt() }}", ErrorKind::MissingArgument),
+        ] {
+            assert_eq!(
+                crate::frappe::testing::render_err(src).kind(),
+                kind,
+                "{src}"
+            );
+        }
         assert_fails(
             "{{ utils.flt() }}",
             "flt(): missing required argument \"s\"",
