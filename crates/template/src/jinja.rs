@@ -334,6 +334,9 @@ fn environment(lenient: bool, python_text: bool) -> Environment<'static> {
 /// dunder names, `eval` and its kin) is refused in both.
 fn condition_as_jinja(c: &str) -> Result<String, RenderError> {
     use crate::pyexpr::{refuse_dangerous, to_jinja, PyError};
+    // Frappe runs a condition's text NFKC-normalised (`"ＶＩＰ"` is "VIP"),
+    // as Python itself reads identifiers.
+    let c = &icu_normalizer::ComposingNormalizerBorrowed::new_nfkc().normalize(c);
     let refused = |m: String| RenderError::Template(format!("condition: {m}"));
     refuse_dangerous(c).map_err(|e| refused(e.to_string()))?;
     match to_jinja(c) {
@@ -659,6 +662,32 @@ mod tests {
         environment(false, false)
             .render_str(src, ())
             .unwrap_or_else(|e| panic!("{src}: {e:#}"))
+    }
+
+    #[test]
+    fn a_condition_is_read_nfkc_normalised_as_frappe_runs_it() {
+        let holds = |condition: &str, doc: Value| {
+            let t = hookfleet_core::request::Templates {
+                condition: Some(condition.into()),
+                body: None,
+                url: None,
+                lenient: false,
+                python_text: false,
+            };
+            Compiled::compile(&t)
+                .unwrap()
+                .render_all(&doc)
+                .unwrap()
+                .condition
+        };
+        let doc = serde_json::json!({"customer_group": "VIP Customers"});
+        assert_eq!(
+            holds(r#""ＶＩＰ" in doc.customer_group"#, doc.clone()),
+            Some(true)
+        );
+        // The document's own text is not normalised, as in Frappe.
+        let wide = serde_json::json!({"customer_group": "ＶＩＰ Customers"});
+        assert_eq!(holds(r#""VIP" in doc.customer_group"#, wide), Some(false));
     }
 
     /// Values Python's Jinja gives (Frappe's templates, run by Frappe).
