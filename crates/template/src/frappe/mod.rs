@@ -201,8 +201,8 @@ impl Object for Utils {
     }
 }
 
-/// The `frappe` global: only its `utils` attribute (the database, session
-/// and translation helpers have no meaning outside Frappe).
+/// The `frappe` global: its `utils` attribute and `bold` (the database,
+/// session and translation helpers have no meaning outside Frappe).
 #[derive(Debug)]
 struct FrappeNamespace {
     utils: Value,
