@@ -306,14 +306,34 @@ const UNTRIED: &str = "not tried: the request's time ran out; select it again";
 /// What a bulk action did: the ids it acted on, those of them done
 /// otherwise than asked (with how), and those it did not act on, with the
 /// reason.
-#[derive(Default)]
 struct Tally {
     done: Vec<String>,
     noted: Vec<(String, String)>,
     failed: Vec<(String, String)>,
+    /// When the action began, for [`BULK_DEADLINE`].
+    started: Instant,
 }
 
 impl Tally {
+    fn new() -> Tally {
+        Tally {
+            done: Vec::new(),
+            noted: Vec::new(),
+            failed: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Whether `id` may still be tried; past [`BULK_DEADLINE`] it is
+    /// counted untried instead.
+    fn in_time(&mut self, id: &str) -> bool {
+        let in_time = self.started.elapsed() <= BULK_DEADLINE;
+        if !in_time {
+            self.failed.push((id.to_string(), UNTRIED.into()));
+        }
+        in_time
+    }
+
     /// "Retried 3 of 4 deliveries: 1, 2, 3. Of those, 3 (how). Not
     /// retried: 4 (the reason)."
     fn notice(&self, done: &str, not_done: &str, what: &str) -> String {
@@ -380,11 +400,9 @@ async fn retry_selected(c: &Console, actor: Actor, f: &Fields) -> Result<Outcome
         .map(parse_id)
         .collect::<Result<Vec<i64>, _>>()?;
     let force = f.get("force") == Some("true");
-    let mut tally = Tally::default();
-    let started = Instant::now();
+    let mut tally = Tally::new();
     for id in ids {
-        if started.elapsed() > BULK_DEADLINE {
-            tally.failed.push((id.to_string(), UNTRIED.into()));
+        if !tally.in_time(&id.to_string()) {
             continue;
         }
         match act::retry(c, actor, id, force).await {
@@ -414,11 +432,9 @@ async fn dead_selected(
     purge: bool,
 ) -> Result<Outcome, ApiError> {
     actor.may_act()?;
-    let mut tally = Tally::default();
-    let started = Instant::now();
+    let mut tally = Tally::new();
     for id in selected(f, "dead letters")? {
-        if started.elapsed() > BULK_DEADLINE {
-            tally.failed.push((id.to_string(), UNTRIED.into()));
+        if !tally.in_time(id) {
             continue;
         }
         let result = if purge {
@@ -603,6 +619,7 @@ mod tests {
                 ("5".into(), "Delivered".into()),
                 ("4".into(), "not found".into()),
             ],
+            started: Instant::now(),
         };
         assert_eq!(
             tally.notice("Retried", "Not retried", "deliveries"),

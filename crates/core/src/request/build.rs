@@ -376,8 +376,12 @@ impl RequestBuilder {
                     .ok_or_else(|| RenderError::Template("body template did not render".into()))?;
                 let trimmed = rendered.trim();
                 check_body_size(trimmed)?;
-                serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
-                    .map_err(|e| RenderError::NotJson(e.to_string()))?;
+                // A Frappe body is read (and so checked) as JSON once, when
+                // it is written again below.
+                if !self.webhook.frappe_body {
+                    serde_json::from_str::<serde::de::IgnoredAny>(trimmed)
+                        .map_err(|e| RenderError::NotJson(e.to_string()))?;
+                }
                 trimmed.to_string()
             }
             Structure::Json if !self.fields.is_empty() => json_selection(&self.fields, doc),

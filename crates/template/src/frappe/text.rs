@@ -20,17 +20,11 @@ pub(super) fn cstr(b: &Bound) -> Result<Value, Error> {
     })
 }
 
-/// Python's `str(v)` for a non-string: `True`, `5`, `5.0`, JSON text for
-/// containers.
+/// `cstr`'s `str(v)` for a non-string: none is "", a list or dict its JSON
+/// text (see the module's differences), anything else [`python_str`].
 fn py_str(b: &Bound, v: &Value) -> Result<String, Error> {
     Ok(match v.kind() {
         ValueKind::Undefined | ValueKind::None => String::new(),
-        ValueKind::Bool => if v.is_true() { "True" } else { "False" }.into(),
-        ValueKind::Number => match number_of(v) {
-            Some(Num::Int(i)) => i.to_string(),
-            Some(Num::Float(f)) => py_float_repr(f),
-            None => v.to_string(),
-        },
         ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => {
             let style = JsonStyle {
                 indent: None,
@@ -41,7 +35,7 @@ fn py_str(b: &Bound, v: &Value) -> Result<String, Error> {
             };
             json_text(v, &style).map_err(|e| b.fail(e))?
         }
-        _ => v.to_string(),
+        _ => python_str(v)?,
     })
 }
 
